@@ -1,0 +1,60 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+// Swift 6 language mode everywhere; warnings are treated as defects by ci/test.
+let package = Package(
+    name: "CaptureKit",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "CaptureKit", targets: ["CaptureKit"]),
+        .executable(name: "capture", targets: ["capture"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    ],
+    targets: [
+        // C libraries from Debian, found through pkg-config.
+        .systemLibrary(
+            name: "CFFmpeg", path: "Sources/CFFmpeg",
+            pkgConfig: "libavformat libavcodec libavutil libswscale libswresample",
+            providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev", "libswscale-dev", "libswresample-dev"])]),
+        .systemLibrary(
+            name: "CTurboJPEG", path: "Sources/CTurboJPEG",
+            pkgConfig: "libturbojpeg", providers: [.apt(["libturbojpeg0-dev"])]),
+        .systemLibrary(
+            name: "CV4L2", path: "Sources/CV4L2",
+            pkgConfig: "libv4l2", providers: [.apt(["libv4l-dev"])]),
+        .systemLibrary(
+            name: "CALSA", path: "Sources/CALSA",
+            pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
+        // What Swift cannot import: function-like macros, compound literals, ioctl numbers.
+        .target(name: "CCaptureShims", dependencies: ["CFFmpeg", "CV4L2", "CALSA"], path: "Sources/CCaptureShims"),
+
+        // Pure Swift: media time, buffers, device facade, session, outputs, driver SPI.
+        .target(name: "CaptureCore", path: "Sources/CaptureCore"),
+        // Codecs, muxing, decoding, scaling, resampling, JPEG — all through the C libraries.
+        .target(
+            name: "CaptureMedia",
+            dependencies: ["CaptureCore", "CFFmpeg", "CTurboJPEG", "CCaptureShims"],
+            path: "Sources/CaptureMedia"),
+        // Recovers frame indices, sync markers and tones from decoded media.
+        .target(name: "CaptureAnalysis", dependencies: ["CaptureCore"], path: "Sources/CaptureAnalysis"),
+        // The deterministic simulator backend and its device profiles.
+        .target(
+            name: "CaptureSimulator", dependencies: ["CaptureCore"], path: "Simulator/Sources"),
+        // The public umbrella: re-exports the modules and adds the file outputs.
+        .target(
+            name: "CaptureKit",
+            dependencies: ["CaptureCore", "CaptureMedia", "CaptureAnalysis", "CaptureSimulator"],
+            path: "Sources/CaptureKit"),
+        .executableTarget(
+            name: "capture",
+            dependencies: ["CaptureKit", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            path: "Sources/capture"),
+
+        .testTarget(name: "CaptureCoreTests", dependencies: ["CaptureCore"], path: "Tests/CaptureCoreTests"),
+        .testTarget(name: "CaptureAnalysisTests", dependencies: ["CaptureAnalysis"], path: "Tests/CaptureAnalysisTests"),
+        .testTarget(name: "CaptureKitTests", dependencies: ["CaptureKit"], path: "Tests/CaptureKitTests"),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,77 @@
+/// The layout of PCM samples.
+public struct AudioStreamFormat: Sendable, Hashable, Codable, CustomStringConvertible {
+    public enum SampleFormat: String, Sendable, Hashable, Codable {
+        case int16 = "s16"
+        case float32 = "f32"
+
+        public var bytesPerSample: Int { self == .int16 ? 2 : 4 }
+    }
+
+    public var sampleRate: Int
+    public var channelCount: Int
+    public var sampleFormat: SampleFormat
+    /// Samples of all channels interleaved frame by frame (the only layout devices deliver).
+    public var isInterleaved: Bool { true }
+
+    public init(sampleRate: Int, channelCount: Int, sampleFormat: SampleFormat) {
+        self.sampleRate = sampleRate
+        self.channelCount = channelCount
+        self.sampleFormat = sampleFormat
+    }
+
+    public var bytesPerFrame: Int { channelCount * sampleFormat.bytesPerSample }
+
+    public var description: String { "\(sampleRate) Hz \(channelCount) ch \(sampleFormat.rawValue)" }
+}
+
+/// Interleaved PCM samples. Same ownership rule as `PixelBuffer`: filled by the producer,
+/// then read-only once published.
+public final class AudioPCMBuffer: @unchecked Sendable {
+    public let format: AudioStreamFormat
+    public let frameCapacity: Int
+    public private(set) var frameLength: Int
+    private let storage: UnsafeMutableRawPointer
+
+    public init(format: AudioStreamFormat, frameCapacity: Int) {
+        self.format = format
+        self.frameCapacity = frameCapacity
+        self.frameLength = frameCapacity
+        storage = UnsafeMutableRawPointer.allocate(byteCount: max(1, frameCapacity * format.bytesPerFrame), alignment: 16)
+        storage.initializeMemory(as: UInt8.self, repeating: 0, count: max(1, frameCapacity * format.bytesPerFrame))
+    }
+
+    deinit { storage.deallocate() }
+
+    /// Shortens the valid region (e.g. a device read returned fewer frames).
+    public func setFrameLength(_ length: Int) {
+        precondition(length >= 0 && length <= frameCapacity, "frameLength out of range")
+        frameLength = length
+    }
+
+    public var byteCount: Int { frameLength * format.bytesPerFrame }
+
+    public func withBytes<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
+        try body(UnsafeRawBufferPointer(start: storage, count: byteCount))
+    }
+
+    public func withMutableBytes<R, E: Error>(_ body: (UnsafeMutableRawBufferPointer) throws(E) -> R) throws(E) -> R {
+        try body(UnsafeMutableRawBufferPointer(start: storage, count: frameCapacity * format.bytesPerFrame))
+    }
+
+    /// Float samples (interleaved) for float32 buffers.
+    public func withFloatSamples<R, E: Error>(_ body: (UnsafeBufferPointer<Float>) throws(E) -> R) throws(E) -> R {
+        precondition(format.sampleFormat == .float32, "buffer does not hold float samples")
+        return try body(UnsafeBufferPointer(start: storage.assumingMemoryBound(to: Float.self),
+                                            count: frameLength * format.channelCount))
+    }
+
+    /// Samples converted to Float in −1…1, one array, interleaved.
+    public func floatSamples() -> [Float] {
+        switch format.sampleFormat {
+        case .float32: return withFloatSamples { Array($0) }
+        case .int16:
+            let p = storage.assumingMemoryBound(to: Int16.self)
+            return (0..<(frameLength * format.channelCount)).map { Float(p[$0]) / 32768 }
+        }
+    }
+}

@@ -1,0 +1,173 @@
+import Synchronization
+
+/// One frame's pixels in planes with strides, backed by memory drawn from a `PixelBufferPool`.
+///
+/// Ownership rule (why this is `@unchecked Sendable`): the producer writes the planes before the
+/// buffer is published in a `SampleBuffer`; after that every holder only reads. When the last
+/// reference goes away the memory returns to its pool instead of being freed.
+public final class PixelBuffer: @unchecked Sendable {
+    public let format: PixelFormat
+    public let width: Int
+    public let height: Int
+    /// Bytes per row of each plane (may exceed the visible width for alignment).
+    public let bytesPerRow: [Int]
+    /// Rows per plane.
+    public let planeRows: [Int]
+    /// Valid bytes for compressed formats (MJPEG); the whole allocation for raw ones.
+    public private(set) var dataSize: Int
+    private let planeOffsets: [Int]
+    private let storage: PixelStorage
+    private let pool: PixelBufferPool?
+
+    init(format: PixelFormat, width: Int, height: Int, storage: PixelStorage, pool: PixelBufferPool?) {
+        self.format = format
+        self.width = width
+        self.height = height
+        self.storage = storage
+        self.pool = pool
+        let layout = PixelBuffer.layout(format: format, width: width, height: height)
+        self.bytesPerRow = layout.bytesPerRow
+        self.planeRows = layout.rows
+        self.planeOffsets = layout.offsets
+        self.dataSize = layout.totalBytes
+    }
+
+    /// A standalone buffer not tied to a pool (tests, one-off conversions).
+    public convenience init(format: PixelFormat, width: Int, height: Int) {
+        let bytes = PixelBuffer.layout(format: format, width: width, height: height).totalBytes
+        self.init(format: format, width: width, height: height, storage: PixelStorage(capacity: bytes), pool: nil)
+    }
+
+    deinit { pool?.recycle(storage) }
+
+    public var planeCount: Int { bytesPerRow.count }
+
+    /// Bytes of the whole backing store (all planes with their padding).
+    public var allocationSize: Int { storage.capacity }
+
+    /// Base address of plane `index`; valid while the buffer is alive.
+    public func baseAddress(ofPlane index: Int) -> UnsafeMutableRawPointer {
+        storage.pointer + planeOffsets[index]
+    }
+
+    /// Read access to one plane's bytes (rows × bytesPerRow).
+    public func withPlane<R, E: Error>(_ index: Int, _ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
+        try body(UnsafeRawBufferPointer(start: baseAddress(ofPlane: index), count: bytesPerRow[index] * planeRows[index]))
+    }
+
+    /// Write access for the producer, before the buffer is published.
+    public func withMutablePlane<R, E: Error>(_ index: Int, _ body: (UnsafeMutableRawBufferPointer) throws(E) -> R) throws(E) -> R {
+        try body(UnsafeMutableRawBufferPointer(start: baseAddress(ofPlane: index), count: bytesPerRow[index] * planeRows[index]))
+    }
+
+    /// For compressed formats: copies `bytes` in (must fit the pool's capacity) and records the size.
+    public func setCompressedData(_ bytes: UnsafeRawBufferPointer) throws(CaptureError) {
+        guard bytes.count <= storage.capacity else {
+            throw .invalidArgument("compressed frame of \(bytes.count) bytes exceeds the buffer capacity \(storage.capacity)")
+        }
+        if let base = bytes.baseAddress { storage.pointer.copyMemory(from: base, byteCount: bytes.count) }
+        dataSize = bytes.count
+    }
+
+    /// The bytes of a compressed buffer.
+    public func withCompressedData<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
+        try body(UnsafeRawBufferPointer(start: storage.pointer, count: dataSize))
+    }
+
+    struct Layout {
+        var bytesPerRow: [Int] = []
+        var rows: [Int] = []
+        var offsets: [Int] = []
+        var totalBytes = 0
+    }
+
+    /// Rows padded to 64 bytes so SIMD code and libswscale get aligned rows.
+    static func layout(format: PixelFormat, width: Int, height: Int) -> Layout {
+        var layout = Layout()
+        let planes = format.planes(width: width, height: height)
+        if planes.isEmpty {
+            // Compressed: a generous upper bound for one JPEG frame.
+            layout.totalBytes = max(width * height * 2, 4096)
+            return layout
+        }
+        for plane in planes {
+            let stride = (plane.bytesPerRow + 63) & ~63
+            layout.offsets.append(layout.totalBytes)
+            layout.bytesPerRow.append(stride)
+            layout.rows.append(plane.rows)
+            layout.totalBytes += stride * plane.rows
+        }
+        return layout
+    }
+}
+
+/// Raw aligned memory; freed exactly once when the pool (or a standalone buffer) lets it go.
+final class PixelStorage: @unchecked Sendable {
+    let pointer: UnsafeMutableRawPointer
+    let capacity: Int
+
+    init(capacity: Int) {
+        self.capacity = capacity
+        pointer = UnsafeMutableRawPointer.allocate(byteCount: max(capacity, 1), alignment: 64)
+    }
+
+    deinit { pointer.deallocate() }
+}
+
+/// A reusable set of pixel buffers of one format and size. Buffers come back when released, so
+/// steady-state capture allocates nothing; a pool with a limit reports exhaustion instead of growing.
+public final class PixelBufferPool: Sendable {
+    public let format: PixelFormat
+    public let width: Int
+    public let height: Int
+    /// At most this many buffers may be outstanding at once (nil = unbounded).
+    public let maximumBufferCount: Int?
+    private let byteCount: Int
+    private let state = Mutex(State())
+
+    struct State {
+        var free: [PixelStorage] = []
+        var outstanding = 0
+        var allocations = 0
+    }
+
+    public init(format: PixelFormat, width: Int, height: Int, maximumBufferCount: Int? = nil) {
+        self.format = format
+        self.width = width
+        self.height = height
+        self.maximumBufferCount = maximumBufferCount
+        self.byteCount = PixelBuffer.layout(format: format, width: width, height: height).totalBytes
+    }
+
+    private enum Grant { case reuse(PixelStorage), allocate, exhausted }
+
+    /// A buffer from the pool, or nil when `maximumBufferCount` buffers are already out.
+    public func makeBuffer() -> PixelBuffer? {
+        let grant: Grant = state.withLock { state in
+            if let limit = maximumBufferCount, state.outstanding >= limit { return .exhausted }
+            state.outstanding += 1
+            if let reused = state.free.popLast() { return .reuse(reused) }
+            state.allocations += 1
+            return .allocate
+        }
+        let storage: PixelStorage
+        switch grant {
+        case .exhausted: return nil
+        case .reuse(let reused): storage = reused
+        case .allocate: storage = PixelStorage(capacity: byteCount)
+        }
+        return PixelBuffer(format: format, width: width, height: height, storage: storage, pool: self)
+    }
+
+    func recycle(_ storage: PixelStorage) {
+        state.withLock { state in
+            state.outstanding -= 1
+            state.free.append(storage)
+        }
+    }
+
+    /// How many buffers were ever allocated; constant in steady state.
+    public var allocationCount: Int { state.withLock { $0.allocations } }
+    /// Buffers currently held by someone.
+    public var outstandingCount: Int { state.withLock { $0.outstanding } }
+}

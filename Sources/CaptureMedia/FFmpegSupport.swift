@@ -1,0 +1,113 @@
+import CCaptureShims
+import CFFmpeg
+import CaptureCore
+
+/// Turns libav* return codes into typed errors, with FFmpeg's own message.
+enum FFmpeg {
+    static let eagain = ck_averror_eagain()
+    static let eof = ck_averror_eof()
+    static let noPTS = ck_av_nopts_value()
+
+    /// Lowers FFmpeg's (and libx264's) log level once per process: their statistics go to stderr otherwise.
+    static let quietLogs: Void = { ck_av_set_log_quiet(1) }()
+
+    static func message(_ code: Int32) -> String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        av_strerror(code, &buffer, buffer.count)
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    @discardableResult
+    static func check(_ code: Int32, _ operation: @autoclosure () -> String) throws(CaptureError) -> Int32 {
+        if code < 0 { throw .codecFailure(operation: operation(), code: code, message: message(code)) }
+        return code
+    }
+
+    static func rational(_ time: MediaTime) -> AVRational {
+        AVRational(num: Int32(clamping: time.value), den: time.timescale)
+    }
+
+    /// The AVPixelFormat for a CaptureKit pixel format (nil for compressed formats).
+    static func pixelFormat(_ format: PixelFormat) -> AVPixelFormat? {
+        switch format {
+        case .yuyv: return AV_PIX_FMT_YUYV422
+        case .nv12: return AV_PIX_FMT_NV12
+        case .yuv420: return AV_PIX_FMT_YUV420P
+        case .rgb24: return AV_PIX_FMT_RGB24
+        default: return nil
+        }
+    }
+
+    /// Fails early, naming every unknown option: FFmpeg leaves unknown keys in the dictionary and succeeds.
+    static func rejectLeftovers(_ dictionary: OpaquePointer?, _ context: String) throws(CaptureError) {
+        guard let dictionary, av_dict_count(dictionary) > 0 else { return }
+        var names: [String] = []
+        var entry: UnsafeMutablePointer<AVDictionaryEntry>? = nil
+        while let e = av_dict_get(dictionary, "", entry, AV_DICT_IGNORE_SUFFIX) {
+            names.append(String(cString: e.pointee.key))
+            entry = e
+        }
+        throw .invalidArgument("\(context) does not know the option(s) \(names.joined(separator: ", "))")
+    }
+}
+
+/// An owned AVDictionary of options, freed once.
+final class OptionsDictionary {
+    var pointer: OpaquePointer? = nil
+
+    init(_ options: [(String, String)]) {
+        for (key, value) in options { av_dict_set(&pointer, key, value, 0) }
+    }
+
+    deinit { av_dict_free(&pointer) }
+}
+
+/// One AVFrame, freed exactly once.
+final class FrameOwner: @unchecked Sendable {
+    // Confined to the encoder or decoder that owns it.
+    let frame: UnsafeMutablePointer<AVFrame>
+
+    init() throws(CaptureError) {
+        guard let frame = av_frame_alloc() else { throw .codecFailure(operation: "av_frame_alloc", code: -12, message: "out of memory") }
+        self.frame = frame
+    }
+
+    deinit {
+        var f: UnsafeMutablePointer<AVFrame>? = frame
+        av_frame_free(&f)
+    }
+}
+
+/// One AVPacket, freed exactly once.
+final class PacketOwner: @unchecked Sendable {
+    // Confined to the encoder or demuxer that owns it.
+    let packet: UnsafeMutablePointer<AVPacket>
+
+    init() throws(CaptureError) {
+        guard let packet = av_packet_alloc() else { throw .codecFailure(operation: "av_packet_alloc", code: -12, message: "out of memory") }
+        self.packet = packet
+    }
+
+    deinit {
+        var p: UnsafeMutablePointer<AVPacket>? = packet
+        av_packet_free(&p)
+    }
+}
+
+/// One AVCodecContext, freed exactly once.
+final class CodecContextOwner: @unchecked Sendable {
+    // Confined to the encoder or decoder that owns it.
+    let context: UnsafeMutablePointer<AVCodecContext>
+
+    init(codec: UnsafePointer<AVCodec>) throws(CaptureError) {
+        guard let context = avcodec_alloc_context3(codec) else {
+            throw .codecFailure(operation: "avcodec_alloc_context3", code: -12, message: "out of memory")
+        }
+        self.context = context
+    }
+
+    deinit {
+        var c: UnsafeMutablePointer<AVCodecContext>? = context
+        avcodec_free_context(&c)
+    }
+}

@@ -1,0 +1,156 @@
+import CFFmpeg
+import CaptureCore
+
+/// Settings for the H.264 encoder (libx264 through libavcodec).
+public struct VideoEncoderSettings: Sendable, Hashable {
+    public enum Preset: String, Sendable, CaseIterable { case ultrafast, superfast, veryfast, faster, fast, medium }
+
+    public var dimensions: Dimensions
+    /// The pixel format frames arrive in; NV12 and I420 go to x264 as they are, others are converted.
+    public var inputPixelFormat: PixelFormat
+    /// Nominal time between frames (sets x264's rate control frame rate).
+    public var frameDuration: MediaTime
+    public var preset: Preset = .veryfast
+    /// Average bitrate in bits per second; nil means constant quality (CRF).
+    public var bitrate: Int?
+    public var crf: Int = 23
+    /// Frames between keyframes.
+    public var keyframeInterval: Int
+    /// Pinned so output is identical on every machine (x264's output depends on its thread count).
+    public var threads: Int = 2
+
+    public init(dimensions: Dimensions, inputPixelFormat: PixelFormat, frameDuration: MediaTime,
+                preset: Preset = .veryfast, bitrate: Int? = nil, keyframeInterval: Int? = nil) {
+        self.dimensions = dimensions
+        self.inputPixelFormat = inputPixelFormat
+        self.frameDuration = frameDuration
+        self.preset = preset
+        self.bitrate = bitrate
+        // Default: a keyframe every 2 s.
+        self.keyframeInterval = keyframeInterval ?? max(1, Int((2 / frameDuration.seconds).rounded()))
+    }
+}
+
+/// H.264 encoding of pixel buffers. Confined to one thread at a time (its writer's lock).
+final class VideoEncoder: @unchecked Sendable {
+    let settings: VideoEncoderSettings
+    let owner: CodecContextOwner
+    var context: UnsafeMutablePointer<AVCodecContext> { owner.context }
+    private let frame: FrameOwner
+    private let packet: PacketOwner
+    private let encoderPixelFormat: AVPixelFormat
+    private let converter: PixelConverter?
+    private let convertedPool: PixelBufferPool?
+    /// Ticks of the encoder time base per frame, for packet durations (x264 leaves them 0).
+    let frameTicks: Int64
+
+    init(settings: VideoEncoderSettings) throws(CaptureError) {
+        _ = FFmpeg.quietLogs
+        guard let codec = avcodec_find_encoder_by_name("libx264") else { throw .encoderUnavailable("libx264") }
+        self.settings = settings
+        owner = try CodecContextOwner(codec: codec)
+        frame = try FrameOwner()
+        packet = try PacketOwner()
+        guard let input = FFmpeg.pixelFormat(settings.inputPixelFormat) else {
+            throw .formatNotSupported("cannot encode \(settings.inputPixelFormat) frames to H.264 (decode them first)")
+        }
+        // x264 takes NV12 and I420 directly; anything else is converted to I420 once.
+        if input == AV_PIX_FMT_NV12 || input == AV_PIX_FMT_YUV420P {
+            encoderPixelFormat = input
+            converter = nil
+            convertedPool = nil
+        } else {
+            encoderPixelFormat = AV_PIX_FMT_YUV420P
+            converter = try PixelConverter(from: settings.inputPixelFormat, settings.dimensions,
+                                           to: .yuv420, settings.dimensions)
+            convertedPool = PixelBufferPool(format: .yuv420, width: settings.dimensions.width,
+                                            height: settings.dimensions.height)
+        }
+        let c = owner.context
+        c.pointee.width = Int32(settings.dimensions.width)
+        c.pointee.height = Int32(settings.dimensions.height)
+        c.pointee.pix_fmt = encoderPixelFormat
+        c.pointee.time_base = FFmpeg.rational(settings.frameDuration)
+        c.pointee.framerate = AVRational(num: settings.frameDuration.timescale, den: Int32(clamping: settings.frameDuration.value))
+        c.pointee.gop_size = Int32(settings.keyframeInterval)
+        c.pointee.thread_count = Int32(settings.threads)
+        c.pointee.flags |= Int32(AV_CODEC_FLAG_BITEXACT)
+        if let bitrate = settings.bitrate { c.pointee.bit_rate = Int64(bitrate) }
+        frameTicks = 1
+    }
+
+    /// Opens the codec; `globalHeader` when the container wants SPS/PPS out of band (MP4/MOV).
+    func open(globalHeader: Bool) throws(CaptureError) {
+        if globalHeader { context.pointee.flags |= Int32(AV_CODEC_FLAG_GLOBAL_HEADER) }
+        let options = OptionsDictionary([("preset", settings.preset.rawValue)]
+            + (settings.bitrate == nil ? [("crf", String(settings.crf))] : []))
+        try FFmpeg.check(avcodec_open2(context, context.pointee.codec, &options.pointer), "opening libx264")
+        try FFmpeg.rejectLeftovers(options.pointer, "libx264")
+    }
+
+    /// Sends one frame (PTS in encoder ticks: frame durations since the file start) and drains packets.
+    func encode(_ buffer: PixelBuffer, ticks: Int64, into sink: (UnsafeMutablePointer<AVPacket>) throws(CaptureError) -> Void) throws(CaptureError) {
+        let source: PixelBuffer
+        if let converter, let convertedPool {
+            guard let converted = convertedPool.makeBuffer() else { throw .invalidState("conversion pool exhausted") }
+            try converter.convert(buffer, into: converted)
+            source = converted
+        } else {
+            source = buffer
+        }
+        let f = frame.frame
+        try PixelBufferFrames.wrap(source, avFormat: encoderPixelFormat, into: f)
+        f.pointee.pts = ticks
+        let sent = avcodec_send_frame(context, f)
+        av_frame_unref(f)
+        try FFmpeg.check(sent, "sending a frame to libx264")
+        try drain(into: sink)
+    }
+
+    /// Flushes delayed frames at the end of the stream.
+    func finish(into sink: (UnsafeMutablePointer<AVPacket>) throws(CaptureError) -> Void) throws(CaptureError) {
+        try FFmpeg.check(avcodec_send_frame(context, nil), "flushing libx264")
+        try drain(into: sink)
+    }
+
+    private func drain(into sink: (UnsafeMutablePointer<AVPacket>) throws(CaptureError) -> Void) throws(CaptureError) {
+        while true {
+            let r = avcodec_receive_packet(context, packet.packet)
+            if r == FFmpeg.eagain || r == FFmpeg.eof { return }
+            try FFmpeg.check(r, "receiving a packet from libx264")
+            packet.packet.pointee.duration = frameTicks
+            defer { av_packet_unref(packet.packet) }
+            try sink(packet.packet)
+        }
+    }
+}
+
+/// Presents a pixel buffer to libav* as an AVFrame without copying: the frame's buffer reference
+/// retains the PixelBuffer, which returns to its pool when libav* lets go.
+enum PixelBufferFrames {
+    static func wrap(_ buffer: PixelBuffer, avFormat: AVPixelFormat, into frame: UnsafeMutablePointer<AVFrame>) throws(CaptureError) {
+        frame.pointee.format = avFormat.rawValue
+        frame.pointee.width = Int32(buffer.width)
+        frame.pointee.height = Int32(buffer.height)
+        let opaque = Unmanaged.passRetained(buffer).toOpaque()
+        let base = buffer.baseAddress(ofPlane: 0).assumingMemoryBound(to: UInt8.self)
+        let size = buffer.allocationSize
+        guard let reference = av_buffer_create(base, size, { opaque, _ in
+            if let opaque { Unmanaged<PixelBuffer>.fromOpaque(opaque).release() }
+        }, opaque, 0) else {
+            Unmanaged<PixelBuffer>.fromOpaque(opaque).release()
+            throw .codecFailure(operation: "av_buffer_create", code: -12, message: "out of memory")
+        }
+        frame.pointee.buf.0 = reference
+        withUnsafeMutableBytes(of: &frame.pointee.data) { data in
+            let pointers = data.bindMemory(to: UnsafeMutablePointer<UInt8>?.self)
+            for plane in 0..<buffer.planeCount {
+                pointers[plane] = buffer.baseAddress(ofPlane: plane).assumingMemoryBound(to: UInt8.self)
+            }
+        }
+        withUnsafeMutableBytes(of: &frame.pointee.linesize) { sizes in
+            let values = sizes.bindMemory(to: Int32.self)
+            for plane in 0..<buffer.planeCount { values[plane] = Int32(buffer.bytesPerRow[plane]) }
+        }
+    }
+}
