@@ -1,0 +1,54 @@
+import Testing
+@testable import CaptureCore
+
+@Suite struct BufferTests {
+    @Test func fourccsMatchV4L2() {
+        // Values of V4L2_PIX_FMT_* from videodev2.h.
+        #expect(PixelFormat.yuyv.rawValue == 0x5659_5559)
+        #expect(PixelFormat.nv12.rawValue == 0x3231_564E)
+        #expect(PixelFormat.yuv420.rawValue == 0x3231_5559)
+        #expect(PixelFormat.mjpeg.rawValue == 0x4750_4A4D)
+        #expect(PixelFormat.rgb24.rawValue == 0x3342_4752)
+        #expect(PixelFormat(name: "i420") == .yuv420)
+        #expect(PixelFormat.nv12.fourcc == "NV12")
+    }
+
+    @Test func planesHaveAlignedStrides() {
+        let buffer = PixelBuffer(format: .nv12, width: 642, height: 480)
+        #expect(buffer.planeCount == 2)
+        #expect(buffer.bytesPerRow[0] >= 642 && buffer.bytesPerRow[0] % 64 == 0)
+        #expect(buffer.planeRows == [480, 240])
+        let i420 = PixelBuffer(format: .yuv420, width: 640, height: 480)
+        #expect(i420.planeCount == 3 && i420.planeRows == [480, 240, 240])
+        #expect(PixelBuffer(format: .yuyv, width: 640, height: 480).bytesPerRow == [1280])
+    }
+
+    @Test func poolRecyclesBuffersWithoutAllocating() {
+        let pool = PixelBufferPool(format: .nv12, width: 320, height: 240)
+        for _ in 0..<100 {
+            let a = pool.makeBuffer()
+            let b = pool.makeBuffer()
+            #expect(a != nil && b != nil)
+        }
+        #expect(pool.allocationCount == 2)
+        #expect(pool.outstandingCount == 0)
+    }
+
+    @Test func boundedPoolReportsExhaustion() {
+        let pool = PixelBufferPool(format: .yuv420, width: 64, height: 64, maximumBufferCount: 2)
+        let held = [pool.makeBuffer(), pool.makeBuffer()]
+        #expect(held.allSatisfy { $0 != nil })
+        #expect(pool.makeBuffer() == nil)
+        _ = held
+    }
+
+    @Test func audioBufferConvertsInt16ToFloat() {
+        let buffer = AudioPCMBuffer(format: AudioStreamFormat(sampleRate: 8000, channelCount: 1, sampleFormat: .int16), frameCapacity: 2)
+        buffer.withMutableBytes { raw in
+            let p = raw.bindMemory(to: Int16.self)
+            p[0] = 16384
+            p[1] = -32768
+        }
+        #expect(buffer.floatSamples() == [0.5, -1])
+    }
+}

@@ -1,0 +1,48 @@
+import Testing
+@testable import CaptureCore
+
+/// A minimal in-test driver: the SPI is implementable without the simulator.
+private struct StubDriver: CaptureDriver {
+    let scheme = "stub"
+    func discoverDevices() throws(CaptureError) -> [DeviceDescription] {
+        [DeviceDescription(uniqueID: "stub:cam", localizedName: "Stub", modelID: "stub", mediaType: .video, position: .front,
+                           formats: [
+                               DeviceFormat(formatDescription: .video(pixelFormat: .nv12, dimensions: Dimensions(width: 640, height: 480)),
+                                            frameRateRanges: [FrameRateRange(minRate: 1, maxRate: 30)]),
+                               DeviceFormat(formatDescription: .video(pixelFormat: .nv12, dimensions: Dimensions(width: 1280, height: 720)),
+                                            frameRateRanges: [FrameRateRange(minRate: 5, maxRate: 60)]),
+                           ])]
+    }
+    func openDevice(uniqueID: String) throws(CaptureError) -> any DriverDevice { throw .deviceNotFound(uniqueID) }
+}
+
+@Suite struct DeviceTests {
+    let registry = DeviceRegistry(drivers: [StubDriver()])
+
+    @Test func registryReturnsOneObjectPerDevice() throws {
+        let a = try registry.device(uniqueID: "stub:cam")
+        let b = try registry.device(uniqueID: "stub:cam")
+        #expect(a === b)
+        #expect(registry.defaultDevice(for: .video) === a)
+        #expect(registry.defaultDevice(for: .audio) == nil)
+        #expect(throws: CaptureError.deviceNotFound("stub:nope")) { try registry.device(uniqueID: "stub:nope") }
+    }
+
+    @Test func formatAndFrameDurationNeedTheLockAndValidRanges() throws {
+        let device = try registry.device(uniqueID: "stub:cam")
+        #expect(device.activeVideoMinFrameDuration == MediaTime(value: 1, timescale: 30))
+        let hd = try #require(device.format(matching: Dimensions(width: 1280, height: 720), frameRate: 60))
+        #expect(throws: CaptureError.self) { try device.setActiveFormat(hd) }
+        try device.lockForConfiguration()
+        try device.setActiveFormat(hd)
+        #expect(device.activeVideoMinFrameDuration == MediaTime(value: 1, timescale: 60))
+        try device.setActiveVideoMinFrameDuration(MediaTime(value: 1, timescale: 24))
+        #expect(device.activeVideoMinFrameDuration == MediaTime(value: 1, timescale: 24))
+        #expect(throws: CaptureError.self) { try device.setActiveVideoMinFrameDuration(MediaTime(value: 1, timescale: 120)) }
+        try device.setActiveVideoMinFrameDuration(.invalid)
+        #expect(device.activeVideoMinFrameDuration == MediaTime(value: 1, timescale: 60))
+        device.unlockForConfiguration()
+        #expect(throws: CaptureError.self) { try device.setActiveVideoMinFrameDuration(MediaTime(value: 1, timescale: 30)) }
+        #expect(device.format(matching: Dimensions(width: 640, height: 480), frameRate: 60) == nil)
+    }
+}

@@ -1,0 +1,103 @@
+import CaptureKit
+import Foundation
+import Synchronization
+
+/// Shared helpers for the end-to-end tests: temporary folders, running the real ffmpeg tools as
+/// oracles, and recording from the simulator through the public API.
+enum TestSupport {
+    static func temporaryDirectory() throws -> String {
+        let path = NSTemporaryDirectory() + "capturekit-tests-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    struct ToolResult {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+    }
+
+    /// Runs a command-line tool (found on PATH) and collects its output.
+    static func run(_ tool: String, _ arguments: [String]) throws -> ToolResult {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [tool] + arguments
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        // Read both pipes before waiting so a chatty tool cannot block on a full pipe.
+        let errData = Mutex(Data())
+        let errReader = Thread { errData.withLock { $0 = err.fileHandleForReading.readDataToEndOfFile() } }
+        errReader.start()
+        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        while errReader.isExecuting || !errReader.isFinished { usleep(1000) }
+        return ToolResult(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
+                          stderr: errData.withLock { String(decoding: $0, as: UTF8.self) })
+    }
+
+    /// ffprobe's view of a file's streams (with frames counted by decoding).
+    static func probeStreams(_ path: String) throws -> [[String: Any]] {
+        let result = try run("ffprobe", ["-v", "error", "-count_frames", "-show_streams", "-of", "json", path])
+        guard result.status == 0,
+              let json = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any],
+              let streams = json["streams"] as? [[String: Any]] else {
+            throw CaptureError.fileOperationFailed(path: path, reason: "ffprobe failed: \(result.stderr)")
+        }
+        return streams
+    }
+
+    /// Records from simulated devices in virtual time through the public API.
+    static func record(camera: String? = "sim:back", microphone: String? = "sim:mic", seconds: Double,
+                       size: Dimensions? = nil, fps: Int? = nil, seed: UInt64 = 0,
+                       preset: VideoEncoderSettings.Preset = .ultrafast, to path: String) async throws -> RecordingSummary {
+        let registry = CaptureKit.makeRegistry(seed: seed)
+        let session = CaptureSession(pace: .virtual)
+        if let camera {
+            let device = try registry.device(uniqueID: camera)
+            if size != nil || fps != nil {
+                let format = try require(device.format(matching: size, frameRate: fps))
+                try device.lockForConfiguration()
+                try device.setActiveFormat(format)
+                if let fps { try device.setActiveVideoMinFrameDuration(MediaTime(value: 1, timescale: Int32(fps))) }
+                device.unlockForConfiguration()
+            }
+            try session.addInput(CaptureDeviceInput(device: device))
+        }
+        if let microphone {
+            try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: microphone)))
+        }
+        let output = MovieFileOutput()
+        var settings = MovieFileOutput.Settings()
+        settings.preset = preset
+        output.settings = settings
+        output.maxRecordedDuration = MediaTime(seconds: seconds, preferredTimescale: 1_000_000)
+        try session.addOutput(output)
+        try session.startRunning()
+        defer { session.stopRunning() }
+        return try await output.record(to: path)
+    }
+
+    /// Decodes a file and runs the marker analysis over every frame and all audio (mono mix of channel 0).
+    static func analyze(_ path: String) throws -> RecordingReport {
+        var analyzer = RecordingAnalyzer()
+        try MediaFileReader(path: path).decode(
+            video: { frame in
+                analyzer.addVideoFrame(LumaPlane(base: frame.luma, width: frame.width, height: frame.height,
+                                                 bytesPerRow: frame.bytesPerRow[0]),
+                                       presentationTime: frame.presentationTime)
+            },
+            audio: { samples, channels, rate, start in
+                let mono = channels == 1 ? samples : stride(from: 0, to: samples.count, by: channels).map { samples[$0] }
+                analyzer.addAudio(mono, startTime: start, sampleRate: rate)
+            })
+        return analyzer.report()
+    }
+}
+
+/// A `swift-testing`-friendly #require for non-test contexts.
+func require<T>(_ value: T?, _ message: String = "missing value") throws -> T {
+    guard let value else { throw CaptureError.invalidState(message) }
+    return value
+}
