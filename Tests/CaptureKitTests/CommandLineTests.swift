@@ -1,0 +1,63 @@
+import CaptureKit
+import Foundation
+import Testing
+
+/// The `capture` tool's contract, run as a separate process (the binary SwiftPM built beside the tests).
+@Suite struct CommandLineTests {
+    static var binary: String {
+        let tests = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        // Linux: .build/<config>/CaptureKitPackageTests.xctest; the tool sits beside it.
+        var folder = tests.deletingLastPathComponent()
+        if folder.lastPathComponent == "MacOS" { folder = folder.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent() }
+        return folder.appendingPathComponent("capture").path
+    }
+
+    @Test func devicesListsTheSimulatorWithFormats() throws {
+        let result = try TestSupport.run(Self.binary, ["devices", "--json"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let devices = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]])
+        let ids = devices.compactMap { $0["uniqueID"] as? String }
+        #expect(ids.contains("sim:back") && ids.contains("sim:mic"))
+        let back = try #require(devices.first { $0["uniqueID"] as? String == "sim:back" })
+        let formats = try #require(back["formats"] as? [[String: Any]])
+        #expect(formats.contains { $0["width"] as? Int == 1280 && $0["height"] as? Int == 720 })
+        #expect(formats.contains { $0["pixelFormat"] as? String == "NV12" })
+    }
+
+    @Test func recordPrintsAJSONSummaryOfWhatItMade() throws {
+        let path = try TestSupport.temporaryDirectory() + "/cli.mp4"
+        let result = try TestSupport.run(Self.binary, [
+            "record", "--camera", "sim:back", "--microphone", "sim:mic", "--duration", "2", "--size", "1280x720",
+            "--fps", "30", "--pace", "virtual", "--seed", "3", "--preset", "ultrafast", "--bitrate", "60000", "--json", path,
+        ])
+        #expect(result.status == 0, "\(result.stderr)")
+        let summary = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+        let recording = try #require(summary["recording"] as? [String: Any])
+        #expect(recording["videoFrames"] as? Int == 60)
+        #expect(recording["audioSamples"] as? Int == 96_000)
+        let file = try #require(summary["file"] as? [String: Any])
+        let streams = try #require(file["streams"] as? [[String: Any]])
+        #expect(streams.map { $0["codec"] as? String } == ["h264", "aac"])
+        #expect(streams.first?["width"] as? Int == 1280)
+        // --bitrate reaches the encoder: the stream lands near 60 kb/s (CRF 23 gives about twice that here).
+        let bitrate = try #require(TestSupport.probeStreams(path).first?["bit_rate"] as? String).flatMap(Int.init) ?? 0
+        #expect(bitrate > 40_000 && bitrate < 90_000, "video bitrate \(bitrate)")
+    }
+
+    @Test func badArgumentsFailWithAMessage() throws {
+        let dir = try TestSupport.temporaryDirectory()
+        let badSize = try TestSupport.run(Self.binary, ["record", "--camera", "sim:back", "--duration", "1", "--size", "123x45",
+                                                        "--pace", "virtual", dir + "/x.mp4"])
+        #expect(badSize.status != 0)
+        #expect(badSize.stderr.contains("123x45"))
+        let badDevice = try TestSupport.run(Self.binary, ["record", "--camera", "sim:nope", "--duration", "1", dir + "/y.mp4"])
+        #expect(badDevice.status != 0)
+        #expect(badDevice.stderr.contains("sim:nope"))
+        let missingFolder = try TestSupport.run(Self.binary, ["record", "--camera", "sim:back", "--duration", "1",
+                                                              "--pace", "virtual", dir + "/missing/z.mp4"])
+        #expect(missingFolder.status != 0)
+        #expect(missingFolder.stderr.contains("folder does not exist"))
+        let noInputs = try TestSupport.run(Self.binary, ["record", "--duration", "1", dir + "/w.mp4"])
+        #expect(noInputs.status != 0)
+    }
+}
