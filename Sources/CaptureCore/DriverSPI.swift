@@ -99,9 +99,12 @@ public struct DeviceFormat: Sendable, Hashable {
         return nil
     }
 
-    /// The frame duration a fresh device uses: the fastest rate of the first range (AVFoundation's default).
+    /// The frame duration a fresh device uses: 30 fps where the format allows it (as AVFoundation
+    /// does), otherwise the fastest rate it has.
     public var defaultFrameDuration: MediaTime? {
-        frameRateRanges.map(\.minFrameDuration).min()
+        let thirty = MediaTime(value: 1, timescale: 30)
+        if supports(frameDuration: thirty) { return thirty }
+        return frameRateRanges.map(\.minFrameDuration).min()
     }
 
     public func supports(frameDuration: MediaTime) -> Bool {

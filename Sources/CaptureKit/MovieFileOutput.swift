@@ -77,6 +77,9 @@ public final class MovieFileOutput: CaptureOutput {
 
     private struct State {
         var phase = Phase.idle
+        /// Audio that arrived while waiting for the first video frame; the part at or after that
+        /// frame's PTS is written once recording begins (real-time audio often arrives first).
+        var audioBacklog: [SampleBuffer] = []
         var settings = Settings()
         var maxRecordedDuration = MediaTime.invalid
     }
@@ -132,6 +135,7 @@ public final class MovieFileOutput: CaptureOutput {
         let accepted = state.withLock { s -> Bool in
             guard case .idle = s.phase else { return false }
             s.phase = .waiting(request)
+            s.audioBacklog = []
             return true
         }
         guard accepted else {
@@ -185,7 +189,15 @@ public final class MovieFileOutput: CaptureOutput {
             case .waiting(let request):
                 let hasVideo = request.connections.contains { $0.mediaType == .video }
                 // Start on a video frame when there is video, so the file opens on a keyframe.
-                guard sample.mediaType == .video || !hasVideo else { return nil }
+                guard sample.mediaType == .video || !hasVideo else {
+                    s.audioBacklog.append(sample)
+                    // Keep about half a second: enough to cover any buffer spanning the start.
+                    let horizon = sample.presentationTime - MediaTime(value: 1, timescale: 2)
+                    s.audioBacklog.removeAll { $0.presentationTime + $0.duration < horizon }
+                    return nil
+                }
+                let backlog = s.audioBacklog
+                s.audioBacklog = []
                 do throws(CaptureError) {
                     let active = try begin(request, with: sample, settings: s.settings)
                     s.phase = .recording(active)
@@ -194,7 +206,11 @@ public final class MovieFileOutput: CaptureOutput {
                     return .failed(request, error)
                 }
                 guard case .recording(var active) = s.phase else { return nil }
-                let result = write(sample, into: &active, limit: s.maxRecordedDuration)
+                var result = write(sample, into: &active, limit: s.maxRecordedDuration)
+                for audio in backlog {
+                    guard result == nil else { break }
+                    result = write(audio, into: &active, limit: s.maxRecordedDuration)
+                }
                 s.phase = .recording(active)
                 return .started(request, then: result)
             case .recording(var active):
@@ -261,12 +277,24 @@ public final class MovieFileOutput: CaptureOutput {
                 active.lastVideoEnd = sample.presentationTime + sample.duration
             case .audio(let buffer):
                 guard active.hasAudio else { return nil }
-                guard let trimmed = trim(buffer, at: sample.presentationTime, from: active.startTime, to: end) else {
-                    if !active.hasVideo && sample.presentationTime >= end { return .stop(.recordingLimitReached(.maximumDuration)) }
-                    return nil
+                let rate = Int32(buffer.format.sampleRate)
+                // Audio is one continuous run from the start: overlap is cut, gaps become silence,
+                // so every sample lands at its own PTS relative to the first video frame.
+                let expected = active.startTime + MediaTime(value: active.audioSamples, timescale: rate)
+                let gap = Int(((sample.presentationTime - expected).seconds * Double(rate)).rounded())
+                let limitSamples = end.isNumeric ? Int(((end - expected).seconds * Double(rate)).rounded()) : Int.max
+                if gap > 0 {
+                    let silence = AudioPCMBuffer(format: buffer.format, frameCapacity: min(gap, max(0, limitSamples)))
+                    if silence.frameLength > 0 {
+                        try active.writer.appendAudio(silence)
+                        active.audioSamples += Int64(silence.frameLength)
+                    }
                 }
-                try active.writer.appendAudio(trimmed)
-                active.audioSamples += Int64(trimmed.frameLength)
+                let from = max(expected, active.startTime)
+                if let trimmed = trim(buffer, at: sample.presentationTime, from: from, to: end) {
+                    try active.writer.appendAudio(trimmed)
+                    active.audioSamples += Int64(trimmed.frameLength)
+                }
                 if !active.hasVideo && sample.presentationTime + sample.duration >= end {
                     return .stop(.recordingLimitReached(.maximumDuration))
                 }
@@ -307,7 +335,10 @@ public final class MovieFileOutput: CaptureOutput {
     /// Ends whatever is in progress: finalizes an active file, or fails a waiting request.
     private func end(error: CaptureError?, waitingError: CaptureError) {
         let phase = state.withLock { s -> Phase in
-            defer { s.phase = .idle }
+            defer {
+                s.phase = .idle
+                s.audioBacklog = []
+            }
             return s.phase
         }
         switch phase {

@@ -35,12 +35,15 @@ private struct StubDriver: CaptureDriver {
         #expect(throws: CaptureError.self) { try device.setActiveFormat(hd) }
         try device.lockForConfiguration()
         try device.setActiveFormat(hd)
+        // A new format resets the duration to its default: 30 fps where the format allows it.
+        #expect(device.activeVideoMinFrameDuration == MediaTime(value: 1, timescale: 30))
+        try device.setActiveVideoMinFrameDuration(MediaTime(value: 1, timescale: 60))
         #expect(device.activeVideoMinFrameDuration == MediaTime(value: 1, timescale: 60))
         try device.setActiveVideoMinFrameDuration(MediaTime(value: 1, timescale: 24))
         #expect(device.activeVideoMinFrameDuration == MediaTime(value: 1, timescale: 24))
         #expect(throws: CaptureError.self) { try device.setActiveVideoMinFrameDuration(MediaTime(value: 1, timescale: 120)) }
         try device.setActiveVideoMinFrameDuration(.invalid)
-        #expect(device.activeVideoMinFrameDuration == MediaTime(value: 1, timescale: 60))
+        #expect(device.activeVideoMinFrameDuration == MediaTime(value: 1, timescale: 30))
         device.unlockForConfiguration()
         #expect(throws: CaptureError.self) { try device.setActiveVideoMinFrameDuration(MediaTime(value: 1, timescale: 30)) }
         #expect(device.format(matching: Dimensions(width: 640, height: 480), frameRate: 60) == nil)

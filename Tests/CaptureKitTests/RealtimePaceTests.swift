@@ -28,5 +28,10 @@ import Testing
         let report = try TestSupport.analyze(path)
         #expect(report.isClean)
         #expect(report.syncMarkers.map(\.second) == [1])
+        // Audio that arrived before the first frame is kept and cut at its PTS, so sync holds in real time too.
+        for marker in report.syncMarkers {
+            let offset = try #require(marker.offset)
+            #expect(abs(offset) <= 1.0 / 30, "A/V offset \(offset) s")
+        }
     }
 }
