@@ -134,6 +134,13 @@ public protocol DriverDevice: AnyObject, Sendable {
     var description: DeviceDescription { get }
     /// Prepares a stream; nothing flows until `start`.
     func makeStream(_ configuration: StreamConfiguration) throws(CaptureError) -> any DriverStream
+    /// The controls this device has (see DriverControls.swift; default: none).
+    var controls: [ControlDescription] { get }
+    func value(of control: ControlID) throws(CaptureError) -> ControlValue
+    /// Applies a control; a stream picks the new value up from its next frame.
+    func setValue(_ value: ControlValue, for control: ControlID) throws(CaptureError)
+    func acquireConfigurationPriority() throws(CaptureError)
+    func releaseConfigurationPriority()
 }
 
 /// A running flow of samples, pulled one at a time by the session.
