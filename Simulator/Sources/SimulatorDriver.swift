@@ -84,7 +84,7 @@ final class SimulatedVideoStream: DriverStream {
     }
 
     func start(at hostTime: MediaTime) throws(CaptureError) {
-        state.withLock { $0 = (0, pace == .realtime ? hostTime : .zero) }
+        state.withLock { $0 = (0, hostTime) }
     }
 
     func nextSample() throws(CaptureError) -> SampleBuffer? {
@@ -125,7 +125,7 @@ final class SimulatedAudioStream: DriverStream {
     }
 
     func start(at hostTime: MediaTime) throws(CaptureError) {
-        state.withLock { $0 = (0, pace == .realtime ? hostTime : .zero) }
+        state.withLock { $0 = (0, hostTime) }
     }
 
     func nextSample() throws(CaptureError) -> SampleBuffer? {

@@ -1,12 +1,47 @@
 import Synchronization
 
+/// Video stabilization modes (AVCaptureVideoStabilizationMode).
+public enum VideoStabilizationMode: String, Sendable, Hashable, Codable, CaseIterable {
+    case off, standard, cinematic, auto
+}
+
+/// The legacy orientation enum (AVCaptureVideoOrientation), mapped onto rotation angles.
+public enum VideoOrientation: String, Sendable, Hashable, CaseIterable {
+    case portrait, portraitUpsideDown, landscapeRight, landscapeLeft
+
+    /// The rotation angle this orientation stands for (landscapeRight is the sensor's native 0°).
+    public var rotationAngle: Int {
+        switch self {
+        case .landscapeRight: return 0
+        case .portrait: return 90
+        case .landscapeLeft: return 180
+        case .portraitUpsideDown: return 270
+        }
+    }
+
+    public init?(rotationAngle: Int) {
+        guard let match = Self.allCases.first(where: { $0.rotationAngle == rotationAngle }) else { return nil }
+        self = match
+    }
+}
+
 /// The link between one input's media and one output (AVCaptureConnection). Sessions create
 /// connections automatically between compatible inputs and outputs.
+///
+/// Rotation and mirroring: a movie output writes them as the track's display matrix (players
+/// rotate); data and photo outputs rotate and mirror the pixels they deliver.
 public final class CaptureConnection: Sendable {
     public let input: CaptureDeviceInput
     public let output: any CaptureOutput
     public let mediaType: MediaType
-    private let enabled = Mutex(true)
+    private let settings = Mutex(Settings())
+
+    struct Settings {
+        var isEnabled = true
+        var rotationAngle = 0
+        var isMirrored = false
+        var preferredStabilization = VideoStabilizationMode.off
+    }
 
     init(input: CaptureDeviceInput, output: any CaptureOutput) {
         self.input = input
@@ -16,8 +51,8 @@ public final class CaptureConnection: Sendable {
 
     /// A disabled connection delivers nothing.
     public var isEnabled: Bool {
-        get { enabled.withLock { $0 } }
-        set { enabled.withLock { $0 = newValue } }
+        get { settings.withLock { $0.isEnabled } }
+        set { settings.withLock { $0.isEnabled = newValue } }
     }
 
     /// Active while enabled and its device is connected.
@@ -29,6 +64,64 @@ public final class CaptureConnection: Sendable {
     /// The video frame duration in force (invalid for audio).
     public var videoFrameDuration: MediaTime {
         mediaType == .video ? input.device.activeVideoMinFrameDuration : .invalid
+    }
+
+    // MARK: Rotation and mirroring (video only)
+
+    /// Right angles only, on video connections.
+    public func isVideoRotationAngleSupported(_ angle: Int) -> Bool {
+        mediaType == .video && [0, 90, 180, 270].contains(angle)
+    }
+
+    /// Clockwise rotation in degrees applied to delivered video.
+    public var videoRotationAngle: Int { settings.withLock { $0.rotationAngle } }
+
+    public func setVideoRotationAngle(_ angle: Int) throws(CaptureError) {
+        guard isVideoRotationAngleSupported(angle) else {
+            throw .invalidArgument("rotation angle \(angle)° is not supported on this \(mediaType.rawValue) connection (use 0, 90, 180 or 270 on video)")
+        }
+        settings.withLock { $0.rotationAngle = angle }
+    }
+
+    /// The legacy orientation view of `videoRotationAngle`.
+    public var videoOrientation: VideoOrientation {
+        get { VideoOrientation(rotationAngle: videoRotationAngle) ?? .landscapeRight }
+        set { settings.withLock { $0.rotationAngle = newValue.rotationAngle } }
+    }
+
+    public var isVideoMirroringSupported: Bool { mediaType == .video }
+
+    public var isVideoMirrored: Bool { settings.withLock { $0.isMirrored } }
+
+    public func setVideoMirrored(_ mirrored: Bool) throws(CaptureError) {
+        guard isVideoMirroringSupported else { throw .invalidArgument("mirroring is only supported on video connections") }
+        settings.withLock { $0.isMirrored = mirrored }
+    }
+
+    // MARK: Stabilization
+
+    public var isVideoStabilizationSupported: Bool {
+        mediaType == .video && !input.device.activeFormat.supportedStabilizationModes.filter { $0 != .off }.isEmpty
+    }
+
+    /// What the app asks for (default off).
+    public var preferredVideoStabilizationMode: VideoStabilizationMode {
+        get { settings.withLock { $0.preferredStabilization } }
+        set { settings.withLock { $0.preferredStabilization = newValue } }
+    }
+
+    /// What is in effect: never `auto`; `auto` picks the best mode the format has (cinematic, then
+    /// standard); a mode the active format lacks falls back to off.
+    public var activeVideoStabilizationMode: VideoStabilizationMode {
+        guard mediaType == .video else { return .off }
+        let supported = input.device.activeFormat.supportedStabilizationModes
+        switch preferredVideoStabilizationMode {
+        case .off: return .off
+        case .auto:
+            if supported.contains(.cinematic) { return .cinematic }
+            return supported.contains(.standard) ? .standard : .off
+        case let mode: return supported.contains(mode) ? mode : .off
+        }
     }
 }
 
@@ -89,4 +182,10 @@ public protocol CaptureOutput: AnyObject, Sendable {
     func receive(_ sample: SampleBuffer, from connection: CaptureConnection)
     /// The session stopped (or the output was removed): finish whatever is in progress.
     func sessionDidStop()
+    /// The device lost samples just before `sample` (called right before `receive`).
+    func didDrop(_ gap: Discontinuity, before sample: SampleBuffer, from connection: CaptureConnection)
+}
+
+extension CaptureOutput {
+    public func didDrop(_ gap: Discontinuity, before sample: SampleBuffer, from connection: CaptureConnection) {}
 }

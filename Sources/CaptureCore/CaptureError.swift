@@ -3,6 +3,8 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
     // Devices
     case deviceNotFound(String)
     case deviceDisconnected(String)
+    /// The device already streams to another running session.
+    case deviceInUse(String)
     case formatNotSupported(String)
     case unsupportedPace(String)
     // Programmer errors (AVFoundation raises; CaptureKit throws so the process survives)
@@ -37,6 +39,8 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
             return "no capture device '\(id)'; run `capture devices` to list the available ones"
         case .deviceDisconnected(let id):
             return "device '\(id)' was disconnected; choose another device or reconnect it (a reconnected device is a new device)"
+        case .deviceInUse(let id):
+            return "device '\(id)' is already streaming to another running session; stop that session or use another device"
         case .formatNotSupported(let what):
             return "format not supported: \(what); run `capture devices` to see each device's formats"
         case .unsupportedPace(let what):

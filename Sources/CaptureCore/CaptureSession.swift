@@ -1,175 +1,279 @@
 import Foundation
 import Synchronization
 
-/// Something that happened to a running session (AVCaptureSession's notifications).
+/// Something that happened to a session (AVCaptureSession's notifications).
 public enum SessionEvent: Sendable {
     case started
     case stopped
     case runtimeError(CaptureError)
+    case interrupted(InterruptionReason)
+    case interruptionEnded
     case streamEnded(deviceID: String)
 }
 
 /// Coordinates inputs and outputs and moves samples between them (AVCaptureSession).
 ///
-/// In virtual pace one pump thread merges every input's stream in PTS order (video before audio
-/// at equal PTS) and delivers only while some output wants samples, so the same seed always
-/// produces the same recording. In real-time pace each input has its own thread, paced by its device.
+/// - Virtual pace: one pump thread merges every input's stream in PTS order (video before audio
+///   at equal PTS) and delivers only while some output wants samples, so the same seed always
+///   produces the same recording. Real-time pace: each input has its own thread, paced by its device.
+/// - Configuration: `beginConfiguration`/`commitConfiguration` nest; inputs, outputs and the preset
+///   change at once in the lists, but connections, formats and streams follow only at the
+///   outermost commit. Inputs and outputs may be added and removed while running.
+/// - One device object streams to one running session at a time: starting a second session whose
+///   input is already streaming elsewhere throws `deviceInUse` (adding the input is allowed).
+/// - The default preset is `high` (as AVFoundation): adding a camera picks its largest format up to
+///   1080p30. Set `inputPriority` first, or change the device's format after adding it, to choose.
 public final class CaptureSession: Sendable {
     public let pace: CapturePace
     private let state = Mutex(State())
     private let events = EventBroadcaster<SessionEvent>()
-    /// Wakes the virtual-time pump when demand changes or the session stops.
+    /// Wakes the virtual-time pump when demand or the stream set changes, or the session stops.
     private let wake = NSConditionBox()
+    private let availabilityToken = Mutex<Int?>(nil)
 
     struct State {
         var inputs: [CaptureDeviceInput] = []
         var outputs: [any CaptureOutput] = []
         var connections: [CaptureConnection] = []
-        var isRunning = false
-        var run: Run?
+        var preset = SessionPreset.high
+        /// What the preset chose per device, to notice when an app changes the format itself.
+        var presetFormats: [String: DeviceFormat] = [:]
+        var configurationDepth = 0
+        /// The app asked the session to run (stays true through interruptions).
+        var wantsRunning = false
+        var interruption: InterruptionReason?
+        var streams: [StreamEntry] = []
+        var virtualNow = MediaTime.zero
+        var hostAnchor = MediaTime.zero
+        var pumps = DispatchGroup()
+        var generation = 0
     }
 
-    /// The resources of one start…stop span.
-    final class Run: Sendable {
-        let streams: [(input: CaptureDeviceInput, stream: any DriverStream)]
-        let finished = DispatchGroup()
+    /// One input's running stream.
+    final class StreamEntry: Sendable {
+        let input: CaptureDeviceInput
+        let stream: any DriverStream
         let stopSignal = StopSignal()
-        init(streams: [(input: CaptureDeviceInput, stream: any DriverStream)]) { self.streams = streams }
+        init(input: CaptureDeviceInput, stream: any DriverStream) {
+            self.input = input
+            self.stream = stream
+        }
     }
 
     public init(pace: CapturePace = .virtual) {
         self.pace = pace
     }
 
-    // MARK: Inputs and outputs
+    deinit {
+        if let token = availabilityToken.withLock({ $0 }) { DeviceAvailability.shared.removeObserver(token) }
+    }
+
+    // MARK: Inspection
 
     public var inputs: [CaptureDeviceInput] { state.withLock { $0.inputs } }
     public var outputs: [any CaptureOutput] { state.withLock { $0.outputs } }
     public var connections: [CaptureConnection] { state.withLock { $0.connections } }
-    public var isRunning: Bool { state.withLock { $0.isRunning } }
+    /// True while samples flow (false during an interruption).
+    public var isRunning: Bool { state.withLock { $0.wantsRunning && $0.interruption == nil } }
+    public var isInterrupted: Bool { state.withLock { $0.interruption != nil } }
 
     /// Session events as an AsyncSequence.
     public func eventStream() -> AsyncStream<SessionEvent> { events.subscribe() }
 
-    /// One input per device per session; not while running (the stream set is fixed per run).
-    public func canAddInput(_ input: CaptureDeviceInput) -> Bool {
-        state.withLock { s in
-            !s.isRunning && input.device.isConnected && !s.inputs.contains { $0.device === input.device }
+    // MARK: Configuration
+
+    public func beginConfiguration() {
+        state.withLock { $0.configurationDepth += 1 }
+    }
+
+    /// Applies everything changed since the outermost `beginConfiguration`.
+    public func commitConfiguration() {
+        let outermost = state.withLock { s -> Bool in
+            guard s.configurationDepth > 0 else { return false }
+            s.configurationDepth -= 1
+            return s.configurationDepth == 0
         }
+        if outermost { applyChanges() }
+    }
+
+    private func changed() {
+        if state.withLock({ $0.configurationDepth == 0 }) { applyChanges() }
+    }
+
+    /// The preset in force; `inputPriority` once an app has chosen a device format itself.
+    public var sessionPreset: SessionPreset {
+        state.withLock { s in
+            guard s.preset != .inputPriority else { return .inputPriority }
+            for input in s.inputs where input.mediaType == .video {
+                if let chosen = s.presetFormats[input.device.uniqueID], chosen != input.device.activeFormat {
+                    return .inputPriority
+                }
+            }
+            return s.preset
+        }
+    }
+
+    /// True when every video input has a format for the preset.
+    public func canSetSessionPreset(_ preset: SessionPreset) -> Bool {
+        preset == .inputPriority || inputs.filter { $0.mediaType == .video }.allSatisfy { preset.format(for: $0.device) != nil }
+    }
+
+    public func setSessionPreset(_ preset: SessionPreset) throws(CaptureError) {
+        guard canSetSessionPreset(preset) else {
+            throw .invalidArgument("preset \(preset.rawValue) is not supported by the session's video devices; check canSetSessionPreset first")
+        }
+        state.withLock {
+            $0.preset = preset
+            $0.presetFormats = [:]
+        }
+        changed()
+    }
+
+    // MARK: Inputs and outputs
+
+    public func canAddInput(_ input: CaptureDeviceInput) -> Bool {
+        state.withLock { s in input.device.isConnected && !s.inputs.contains { $0.device === input.device } }
     }
 
     public func addInput(_ input: CaptureDeviceInput) throws(CaptureError) {
         guard canAddInput(input) else {
-            throw .invalidArgument("cannot add input \(input.device): already in the session, disconnected, or the session is running")
+            throw .invalidArgument("cannot add input \(input.device): it is already in the session or disconnected; check canAddInput first")
         }
-        state.withLock { s in
-            s.inputs.append(input)
-            rebuildConnections(&s)
-        }
+        state.withLock { $0.inputs.append(input) }
+        changed()
     }
 
     public func removeInput(_ input: CaptureDeviceInput) {
-        state.withLock { s in
-            s.inputs.removeAll { $0 === input }
-            rebuildConnections(&s)
-        }
+        state.withLock { s in s.inputs.removeAll { $0 === input } }
+        changed()
     }
 
     public func canAddOutput(_ output: any CaptureOutput) -> Bool {
-        state.withLock { s in !s.isRunning && !s.outputs.contains { $0 === output } && output.attachment.connections.isEmpty }
+        state.withLock { s in !s.outputs.contains { $0 === output } && output.attachment.connections.isEmpty }
     }
 
     public func addOutput(_ output: any CaptureOutput) throws(CaptureError) {
         guard canAddOutput(output) else {
-            throw .invalidArgument("cannot add output \(type(of: output)): already in a session, or the session is running")
+            throw .invalidArgument("cannot add output \(type(of: output)): it is already in a session; check canAddOutput first")
         }
-        state.withLock { s in
-            s.outputs.append(output)
-            rebuildConnections(&s)
-        }
+        state.withLock { $0.outputs.append(output) }
+        changed()
     }
 
     public func removeOutput(_ output: any CaptureOutput) {
         let removed = state.withLock { s -> Bool in
             guard s.outputs.contains(where: { $0 === output }) else { return false }
             s.outputs.removeAll { $0 === output }
-            rebuildConnections(&s)
             return true
         }
-        if removed {
-            output.sessionDidStop()
-            output.attachment.detach()
-        }
+        guard removed else { return }
+        output.sessionDidStop()
+        output.attachment.detach()
+        changed()
     }
 
-    /// One connection per compatible (input, output) pair.
-    private func rebuildConnections(_ s: inout State) {
-        var connections: [CaptureConnection] = []
-        for output in s.outputs {
-            var mine: [CaptureConnection] = []
-            for input in s.inputs where output.accepts(input.mediaType) {
-                // Keep an existing connection object (and its settings) when it still applies.
-                let existing = s.connections.first { $0.input === input && $0.output === output }
-                mine.append(existing ?? CaptureConnection(input: input, output: output))
+    /// Rebuilds connections, applies the preset and, while running, starts/stops streams to match.
+    private func applyChanges() {
+        let (outputs, connections, running) = state.withLock { s -> ([any CaptureOutput], [CaptureConnection], Bool) in
+            var connections: [CaptureConnection] = []
+            for output in s.outputs {
+                for input in s.inputs where output.accepts(input.mediaType) {
+                    // Keep an existing connection object (and its settings) when it still applies.
+                    connections.append(s.connections.first { $0.input === input && $0.output === output }
+                                       ?? CaptureConnection(input: input, output: output))
+                }
             }
-            output.attachment.attach(connections: mine, pace: pace) { [weak self] in self?.wake.signal() }
-            connections += mine
+            s.connections = connections
+            return (s.outputs, connections, s.wantsRunning && s.interruption == nil)
         }
-        s.connections = connections
+        for output in outputs {
+            output.attachment.attach(connections: connections.filter { $0.output === output }, pace: pace) { [weak self] in
+                self?.wake.signal()
+            }
+            output.attachment.setRunning(running)
+        }
+        applyPreset()
+        if running {
+            do {
+                try syncStreams()
+            } catch {
+                events.send(.runtimeError(error))
+            }
+        }
+        wake.signal()
+    }
+
+    /// Sets each video device's format for the preset (through the device's own lock).
+    private func applyPreset() {
+        let (preset, inputs) = state.withLock { ($0.preset, $0.inputs) }
+        guard preset != .inputPriority else { return }
+        for input in inputs where input.mediaType == .video {
+            let device = input.device
+            guard let format = preset.format(for: device) else { continue }
+            if state.withLock({ $0.presetFormats[device.uniqueID] }) == format { continue }
+            do {
+                try device.lockForConfiguration()
+                defer { device.unlockForConfiguration() }
+                if device.activeFormat != format { try device.setActiveFormat(format) }
+                state.withLock { $0.presetFormats[device.uniqueID] = format }
+            } catch {
+                events.send(.runtimeError(error))
+            }
+        }
     }
 
     // MARK: Running
 
-    /// Opens every input's stream and starts delivering; returns once running, or throws.
+    /// Starts every input's stream and returns once running; throws (and posts a runtime error) on failure.
     public func startRunning() throws(CaptureError) {
-        let (inputs, outputs) = try state.withLock { (s: inout State) throws(CaptureError) in
-            guard !s.isRunning else { throw CaptureError.invalidState("the session is already running") }
-            return (s.inputs, s.outputs)
-        }
-        var streams: [(input: CaptureDeviceInput, stream: any DriverStream)] = []
-        do {
-            for input in inputs {
-                let device = input.device
-                let configuration = StreamConfiguration(
-                    format: device.activeFormat, frameDuration: device.activeVideoMinFrameDuration, pace: pace)
-                streams.append((input, try device.driverDevice().makeStream(configuration)))
+        try state.withLock { (s: inout State) throws(CaptureError) in
+            guard s.configurationDepth == 0 else {
+                throw CaptureError.invalidState("startRunning() inside beginConfiguration/commitConfiguration; commit first")
             }
-            let anchor = HostClock.now()
-            for entry in streams { try entry.stream.start(at: anchor) }
+            guard !s.wantsRunning else { throw CaptureError.invalidState("the session is already running") }
+            s.wantsRunning = true
+            s.interruption = nil
+            s.virtualNow = .zero
+            s.hostAnchor = HostClock.now()
+            s.pumps = DispatchGroup()
+            s.generation += 1
+        }
+        observeAvailability()
+        applyChanges()
+        applyPreset()
+        do {
+            if let reason = unavailableReason() {
+                state.withLock { $0.interruption = reason }
+                events.send(.interrupted(reason))
+                return
+            }
+            try syncStreams()
         } catch {
-            for entry in streams { entry.stream.stop() }
+            stopStreams()
+            state.withLock { $0.wantsRunning = false }
+            for output in outputs { output.attachment.setRunning(false) }
             events.send(.runtimeError(error))
             throw error
         }
-        let run = Run(streams: streams)
-        state.withLock { s in
-            s.isRunning = true
-            s.run = run
-        }
         for output in outputs { output.attachment.setRunning(true) }
-        wake.reset()
-        switch pace {
-        case .virtual: spawn(run, name: "CaptureKit.pump") { self.pumpVirtual(run) }
-        case .realtime:
-            for entry in streams {
-                spawn(run, name: "CaptureKit.pump.\(entry.input.device.uniqueID)") { self.pumpRealtime(entry, run) }
-            }
-        }
+        if pace == .virtual { spawnVirtualPump() }
         events.send(.started)
     }
 
     /// Stops every stream, waits for delivery to end, then lets outputs finish (a recording finalizes).
     public func stopRunning() {
-        guard let run = state.withLock({ s -> Run? in
-            let run = s.run
-            s.run = nil
-            s.isRunning = false
-            return run
-        }) else { return }
-        run.stopSignal.stop()
-        for entry in run.streams { entry.stream.stop() }
+        let wasRunning = state.withLock { s -> Bool in
+            defer {
+                s.wantsRunning = false
+                s.interruption = nil
+            }
+            return s.wantsRunning
+        }
+        guard wasRunning else { return }
+        stopStreams()
         wake.signal()
-        if !Thread.current.isCaptureKitPump { run.finished.wait() }
+        let pumps = state.withLock { $0.pumps }
+        if !Thread.current.isCaptureKitPump { pumps.wait() }
         for output in outputs {
             output.attachment.setRunning(false)
             output.sessionDidStop()
@@ -177,88 +281,218 @@ public final class CaptureSession: Sendable {
         events.send(.stopped)
     }
 
-    private func spawn(_ run: Run, name: String, _ body: @escaping @Sendable () -> Void) {
-        run.finished.enter()
+    private func unavailableReason() -> InterruptionReason? {
+        inputs.lazy.compactMap { DeviceAvailability.shared.reason(for: $0.device.uniqueID) }.first
+    }
+
+    private func observeAvailability() {
+        availabilityToken.withLock { token in
+            guard token == nil else { return }
+            token = DeviceAvailability.shared.addObserver { [weak self] change in self?.availabilityChanged(change) }
+        }
+    }
+
+    /// Interrupts when one of our devices becomes unavailable; resumes when all are back, unless stopped.
+    private func availabilityChanged(_ change: DeviceAvailability.Change) {
+        let ids = Set(inputs.map(\.device.uniqueID))
+        switch change {
+        case .unavailable(let id, let reason):
+            guard ids.contains(id) else { return }
+            let interrupt = state.withLock { s -> Bool in
+                guard s.wantsRunning, s.interruption == nil else { return false }
+                s.interruption = reason
+                return true
+            }
+            guard interrupt else { return }
+            stopStreams()
+            wake.signal()
+            for output in outputs {
+                output.attachment.setRunning(false)
+                output.sessionDidStop()
+            }
+            events.send(.interrupted(reason))
+        case .available(let id):
+            guard ids.contains(id), unavailableReason() == nil else { return }
+            let resume = state.withLock { s -> Bool in
+                guard s.wantsRunning, s.interruption != nil else { return false }
+                s.interruption = nil
+                s.generation += 1
+                return true
+            }
+            guard resume else { return }
+            do {
+                try syncStreams()
+            } catch {
+                events.send(.runtimeError(error))
+                return
+            }
+            for output in outputs { output.attachment.setRunning(true) }
+            if pace == .virtual { spawnVirtualPump() }
+            events.send(.interruptionEnded)
+        }
+    }
+
+    /// Starts streams for inputs that lack one and stops those whose input left.
+    private func syncStreams() throws(CaptureError) {
+        let (inputs, entries, anchor) = state.withLock { s in
+            (s.inputs, s.streams, pace == .virtual ? s.virtualNow : s.hostAnchor)
+        }
+        for entry in entries where !inputs.contains(where: { $0 === entry.input }) {
+            stop(entry)
+        }
+        for input in inputs where !entries.contains(where: { $0.input === input }) {
+            let device = input.device
+            try DeviceUsage.shared.claim(device, by: self)
+            do {
+                let configuration = StreamConfiguration(format: device.activeFormat,
+                                                        frameDuration: device.activeVideoMinFrameDuration, pace: pace)
+                let stream = try device.driverDevice().makeStream(configuration)
+                try stream.start(at: pace == .virtual ? anchor : max(anchor, HostClock.now()))
+                let entry = StreamEntry(input: input, stream: stream)
+                state.withLock { $0.streams.append(entry) }
+                if pace == .realtime { spawnRealtimePump(entry) }
+            } catch {
+                DeviceUsage.shared.release(device, by: self)
+                throw error
+            }
+        }
+    }
+
+    private func stop(_ entry: StreamEntry) {
+        entry.stopSignal.stop()
+        entry.stream.stop()
+        state.withLock { s in s.streams.removeAll { $0 === entry } }
+        DeviceUsage.shared.release(entry.input.device, by: self)
+    }
+
+    private func stopStreams() {
+        for entry in state.withLock({ $0.streams }) { stop(entry) }
+    }
+
+    private func spawn(name: String, _ body: @escaping @Sendable () -> Void) {
+        let group = state.withLock { $0.pumps }
+        group.enter()
         let thread = Thread {
             body()
-            run.finished.leave()
+            group.leave()
         }
         thread.name = name
         thread.start()
     }
 
+    // MARK: Delivery
+
     /// Delivers one sample to every enabled connection of its input.
     private func deliver(_ sample: SampleBuffer, from input: CaptureDeviceInput) {
         let targets = state.withLock { s in s.connections.filter { $0.input === input && $0.isEnabled } }
-        for connection in targets { connection.output.receive(sample, from: connection) }
+        for connection in targets {
+            if let gap = sample.discontinuity { connection.output.didDrop(gap, before: sample, from: connection) }
+            connection.output.receive(sample, from: connection)
+        }
     }
 
     private func anyOutputWantsSamples() -> Bool {
         outputs.contains { $0.wantsSamples }
     }
 
-    private func report(_ error: CaptureError) {
+    private func streamFailed(_ entry: StreamEntry, _ error: CaptureError) {
+        stop(entry)
+        if case .deviceDisconnected = error { entry.input.device.markDisconnected() }
         events.send(.runtimeError(error))
     }
 
     /// Virtual time: merge streams by PTS, advancing only while someone wants samples.
-    private func pumpVirtual(_ run: Run) {
-        var pending: [SampleBuffer?] = Array(repeating: nil, count: run.streams.count)
-        var live = Array(repeating: true, count: run.streams.count)
-        while !run.stopSignal.isStopped {
-            if !anyOutputWantsSamples() {
-                wake.wait(while: { !run.stopSignal.isStopped && !self.anyOutputWantsSamples() })
-                continue
+    private func spawnVirtualPump() {
+        let generation = state.withLock { $0.generation }
+        spawn(name: "CaptureKit.pump") { [self] in
+            var pending: [ObjectIdentifier: SampleBuffer] = [:]
+            func active() -> Bool {
+                state.withLock { $0.wantsRunning && $0.interruption == nil && $0.generation == generation }
             }
-            for i in run.streams.indices where live[i] && pending[i] == nil {
-                do {
-                    pending[i] = try run.streams[i].stream.nextSample()
-                    if pending[i] == nil {
-                        live[i] = false
-                        events.send(.streamEnded(deviceID: run.streams[i].input.device.uniqueID))
-                    }
-                } catch {
-                    live[i] = false
-                    report(error)
+            while active() {
+                if !anyOutputWantsSamples() {
+                    wake.wait(while: { active() && !self.anyOutputWantsSamples() })
+                    continue
                 }
-            }
-            // Earliest PTS first; video wins ties so a recording can start on a frame.
-            var best: Int?
-            for i in pending.indices {
-                guard let candidate = pending[i] else { continue }
-                if let b = best, let current = pending[b] {
-                    if candidate.presentationTime < current.presentationTime
-                        || (candidate.presentationTime == current.presentationTime
-                            && candidate.mediaType == .video && current.mediaType != .video) {
-                        best = i
+                let entries = state.withLock { $0.streams }
+                let live = Set(entries.map { ObjectIdentifier($0) })
+                pending = pending.filter { live.contains($0.key) }
+                for entry in entries where pending[ObjectIdentifier(entry)] == nil && !entry.stopSignal.isStopped {
+                    do throws(CaptureError) {
+                        if let sample = try entry.stream.nextSample() {
+                            pending[ObjectIdentifier(entry)] = sample
+                        } else {
+                            stop(entry)
+                            events.send(.streamEnded(deviceID: entry.input.device.uniqueID))
+                        }
+                    } catch {
+                        streamFailed(entry, error)
                     }
-                } else {
-                    best = i
                 }
+                // Earliest PTS first; video wins ties so a recording can start on a frame.
+                var best: (entry: StreamEntry, sample: SampleBuffer)?
+                for entry in entries {
+                    guard let candidate = pending[ObjectIdentifier(entry)] else { continue }
+                    if let current = best?.sample {
+                        let earlier = candidate.presentationTime < current.presentationTime
+                        let tieToVideo = candidate.presentationTime == current.presentationTime
+                            && candidate.mediaType == .video && current.mediaType != .video
+                        if earlier || tieToVideo { best = (entry, candidate) }
+                    } else {
+                        best = (entry, candidate)
+                    }
+                }
+                guard let chosen = best else {
+                    // No stream left: idle until one is added or the session stops.
+                    if entries.isEmpty { wake.wait(while: { active() && self.state.withLock { $0.streams.isEmpty } }) }
+                    continue
+                }
+                pending[ObjectIdentifier(chosen.entry)] = nil
+                state.withLock { s in s.virtualNow = max(s.virtualNow, chosen.sample.presentationTime) }
+                deliver(chosen.sample, from: chosen.entry.input)
             }
-            guard let chosen = best, let sample = pending[chosen] else {
-                // Every stream ended: idle until stopped.
-                wake.wait(while: { !run.stopSignal.isStopped })
-                continue
-            }
-            pending[chosen] = nil
-            deliver(sample, from: run.streams[chosen].input)
         }
     }
 
     /// Real time: deliver each sample as its device produces it.
-    private func pumpRealtime(_ entry: (input: CaptureDeviceInput, stream: any DriverStream), _ run: Run) {
-        while !run.stopSignal.isStopped {
-            do {
-                guard let sample = try entry.stream.nextSample() else {
-                    if !run.stopSignal.isStopped { events.send(.streamEnded(deviceID: entry.input.device.uniqueID)) }
+    private func spawnRealtimePump(_ entry: StreamEntry) {
+        spawn(name: "CaptureKit.pump.\(entry.input.device.uniqueID)") { [self] in
+            while !entry.stopSignal.isStopped {
+                do throws(CaptureError) {
+                    guard let sample = try entry.stream.nextSample() else {
+                        if !entry.stopSignal.isStopped {
+                            stop(entry)
+                            events.send(.streamEnded(deviceID: entry.input.device.uniqueID))
+                        }
+                        return
+                    }
+                    deliver(sample, from: entry.input)
+                } catch {
+                    if !entry.stopSignal.isStopped { streamFailed(entry, error) }
                     return
                 }
-                deliver(sample, from: entry.input)
-            } catch {
-                report(error)
-                return
             }
+        }
+    }
+}
+
+/// Which session is streaming from each device object, so one device feeds one running session.
+/// (Separate registries make separate device objects: two simulators do not share devices.)
+final class DeviceUsage: Sendable {
+    static let shared = DeviceUsage()
+    private let owners = Mutex<[ObjectIdentifier: ObjectIdentifier]>([:])
+
+    func claim(_ device: CaptureDevice, by session: CaptureSession) throws(CaptureError) {
+        let me = ObjectIdentifier(session), key = ObjectIdentifier(device)
+        try owners.withLock { (owners: inout [ObjectIdentifier: ObjectIdentifier]) throws(CaptureError) in
+            if let owner = owners[key], owner != me { throw CaptureError.deviceInUse(device.uniqueID) }
+            owners[key] = me
+        }
+    }
+
+    func release(_ device: CaptureDevice, by session: CaptureSession) {
+        owners.withLock { owners in
+            if owners[ObjectIdentifier(device)] == ObjectIdentifier(session) { owners[ObjectIdentifier(device)] = nil }
         }
     }
 }
@@ -272,16 +506,12 @@ extension Thread {
 final class NSConditionBox: @unchecked Sendable {
     // The NSCondition is the only state; it is thread-safe by construction.
     private let condition = NSCondition()
-    private var generation = 0
 
     func signal() {
         condition.lock()
-        generation += 1
         condition.broadcast()
         condition.unlock()
     }
-
-    func reset() {}
 
     /// Waits while `predicate` holds, re-checking on every signal (and every 100 ms as a safety net).
     func wait(while predicate: () -> Bool) {

@@ -76,10 +76,14 @@ public struct DeviceFormat: Sendable, Hashable {
     public var formatDescription: FormatDescription
     /// Video only: the supported frame-rate ranges.
     public var frameRateRanges: [FrameRateRange]
+    /// Video only: stabilization modes this format can apply (never `auto`; `off` always).
+    public var supportedStabilizationModes: [VideoStabilizationMode]
 
-    public init(formatDescription: FormatDescription, frameRateRanges: [FrameRateRange] = []) {
+    public init(formatDescription: FormatDescription, frameRateRanges: [FrameRateRange] = [],
+                supportedStabilizationModes: [VideoStabilizationMode] = [.off]) {
         self.formatDescription = formatDescription
         self.frameRateRanges = frameRateRanges
+        self.supportedStabilizationModes = supportedStabilizationModes
     }
 
     public var mediaType: MediaType { formatDescription.mediaType }

@@ -33,9 +33,13 @@ public struct SampleBuffer: Sendable {
     public let duration: MediaTime
     /// The device's own running count (frame number for video, first sample index for audio).
     public let sequenceNumber: Int64
+    /// Samples the device lost just before this one, and why (nil when none were lost).
+    public let discontinuity: Discontinuity?
 
     public init(payload: Payload, formatDescription: FormatDescription,
-                presentationTime: MediaTime, duration: MediaTime, sequenceNumber: Int64) {
+                presentationTime: MediaTime, duration: MediaTime, sequenceNumber: Int64,
+                discontinuity: Discontinuity? = nil) {
+        self.discontinuity = discontinuity
         self.payload = payload
         self.formatDescription = formatDescription
         self.presentationTime = presentationTime
@@ -53,5 +57,25 @@ public struct SampleBuffer: Sendable {
     public var audioBuffer: AudioPCMBuffer? {
         if case .audio(let a) = payload { return a }
         return nil
+    }
+}
+
+/// Why samples were lost (AVCaptureOutput's dropped-sample reasons).
+public enum DropReason: String, Sendable, Hashable, Codable {
+    /// The consumer was still busy with an earlier sample.
+    case lateData
+    /// No buffer was free: consumers held on to too many.
+    case outOfBuffers
+    /// The device skipped samples (sequence gap, driver drop).
+    case discontinuity
+}
+
+/// A run of samples a device lost before a delivered one.
+public struct Discontinuity: Sendable, Hashable {
+    public var count: Int
+    public var reason: DropReason
+    public init(count: Int, reason: DropReason) {
+        self.count = count
+        self.reason = reason
     }
 }

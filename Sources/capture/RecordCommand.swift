@@ -70,6 +70,8 @@ struct RecordCommand: AsyncParsableCommand {
     func run() async throws {
         let registry = CaptureKit.makeRegistry(seed: seed)
         let session = CaptureSession(pace: pace)
+        // The camera's default format unless --size/--fps choose another (not the `high` preset's).
+        do { try session.setSessionPreset(.inputPriority) } catch { throw CommandFailure(error) }
         var cameraDevice: CaptureDevice?
         var micDevice: CaptureDevice?
         do {

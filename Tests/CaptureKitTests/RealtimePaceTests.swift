@@ -8,6 +8,7 @@ import Testing
     @Test func realtimeRecordingIsPacedAndClean() async throws {
         let registry = CaptureKit.makeRegistry()
         let session = CaptureSession(pace: .realtime)
+        try session.setSessionPreset(.vga640x480)
         try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "sim:back")))
         try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "sim:mic")))
         let output = MovieFileOutput()

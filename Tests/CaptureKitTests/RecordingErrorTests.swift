@@ -31,6 +31,7 @@ private final class CountingDelegate: CaptureFileOutputRecordingDelegate {
     private func runningSession(withInputs: Bool) throws -> (CaptureSession, MovieFileOutput) {
         let registry = CaptureKit.makeRegistry()
         let session = CaptureSession(pace: .virtual)
+        try session.setSessionPreset(.vga640x480)
         if withInputs {
             try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "sim:back")))
             try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "sim:mic")))
@@ -99,6 +100,7 @@ private final class CountingDelegate: CaptureFileOutputRecordingDelegate {
     @Test func startingTwiceFailsTheSecondRequestOnly() async throws {
         let registry = CaptureKit.makeRegistry()
         let session = CaptureSession(pace: .virtual)
+        try session.setSessionPreset(.vga640x480)
         try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "sim:back")))
         let output = MovieFileOutput()
         try session.addOutput(output)

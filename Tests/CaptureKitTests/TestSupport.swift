@@ -54,6 +54,8 @@ enum TestSupport {
                        preset: VideoEncoderSettings.Preset = .ultrafast, to path: String) async throws -> RecordingSummary {
         let registry = CaptureKit.makeRegistry(seed: seed)
         let session = CaptureSession(pace: .virtual)
+        // The device's own (or chosen) format, not the `high` preset's.
+        try session.setSessionPreset(.inputPriority)
         if let camera {
             let device = try registry.device(uniqueID: camera)
             if size != nil || fps != nil {

@@ -1,0 +1,61 @@
+import Synchronization
+
+/// Why a session was interrupted (AVCaptureSession.InterruptionReason).
+public enum InterruptionReason: String, Sendable, Hashable, Codable {
+    case videoDeviceNotAvailableInBackground
+    case audioDeviceInUseByAnotherClient
+    case videoDeviceInUseByAnotherClient
+    case videoDeviceNotAvailableWithMultipleForegroundApps
+    case videoDeviceNotAvailableDueToSystemPressure
+}
+
+/// Process-wide availability of devices. A backend (or a simulator fault) marks a device
+/// unavailable with a reason; sessions using it are interrupted and resume when it comes back.
+public final class DeviceAvailability: Sendable {
+    public static let shared = DeviceAvailability()
+
+    public enum Change: Sendable {
+        case unavailable(deviceID: String, reason: InterruptionReason)
+        case available(deviceID: String)
+    }
+
+    private let unavailable = Mutex<[String: InterruptionReason]>([:])
+    private let changes = EventBroadcaster<Change>()
+    private let observers = Mutex<[Int: @Sendable (Change) -> Void]>([:])
+    private let nextObserver = Atomic<Int>(0)
+
+    public init() {}
+
+    public func reason(for deviceID: String) -> InterruptionReason? {
+        unavailable.withLock { $0[deviceID] }
+    }
+
+    public func markUnavailable(_ deviceID: String, reason: InterruptionReason) {
+        unavailable.withLock { $0[deviceID] = reason }
+        notify(.unavailable(deviceID: deviceID, reason: reason))
+    }
+
+    public func markAvailable(_ deviceID: String) {
+        let was = unavailable.withLock { $0.removeValue(forKey: deviceID) }
+        if was != nil { notify(.available(deviceID: deviceID)) }
+    }
+
+    /// Changes as an AsyncSequence.
+    public func changeStream() -> AsyncStream<Change> { changes.subscribe() }
+
+    /// Synchronous observation (sessions use this); returns a token for `removeObserver`.
+    public func addObserver(_ body: @escaping @Sendable (Change) -> Void) -> Int {
+        let id = nextObserver.wrappingAdd(1, ordering: .relaxed).oldValue
+        observers.withLock { $0[id] = body }
+        return id
+    }
+
+    public func removeObserver(_ token: Int) {
+        _ = observers.withLock { $0.removeValue(forKey: token) }
+    }
+
+    private func notify(_ change: Change) {
+        changes.send(change)
+        for observer in observers.withLock({ Array($0.values) }) { observer(change) }
+    }
+}
