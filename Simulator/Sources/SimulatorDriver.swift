@@ -78,7 +78,9 @@ final class SimulatedVideoStream: DriverStream {
     init(renderer: SyntheticFrameRenderer, pace: CapturePace) {
         self.renderer = renderer
         self.pace = pace
-        pool = PixelBufferPool(format: renderer.pixelFormat, width: renderer.width, height: renderer.height)
+        // Bounded like a V4L2 buffer queue: consumers that hold frames starve it (frames then drop).
+        pool = PixelBufferPool(format: renderer.pixelFormat, width: renderer.width, height: renderer.height,
+                               maximumBufferCount: SimulatedVideoStream.bufferCount)
         format = .video(pixelFormat: renderer.pixelFormat,
                         dimensions: Dimensions(width: renderer.width, height: renderer.height))
     }
@@ -87,22 +89,45 @@ final class SimulatedVideoStream: DriverStream {
         state.withLock { $0 = (0, hostTime) }
     }
 
+    /// Buffers in the stream's pool, as many as a typical V4L2 capture queue.
+    static let bufferCount = 8
+
     func nextSample() throws(CaptureError) -> SampleBuffer? {
-        if stopSignal.isStopped { return nil }
-        let (index, anchor) = state.withLock { s in
-            defer { s.next += 1 }
-            return (s.next, s.anchor)
+        var lost = 0
+        while true {
+            if stopSignal.isStopped { return nil }
+            let (index, anchor) = state.withLock { s in
+                defer { s.next += 1 }
+                return (s.next, s.anchor)
+            }
+            let pts = anchor + renderer.frameDuration * index
+            if pace == .realtime {
+                // A frame is available once it has been "exposed": at its start time plus one frame.
+                guard stopSignal.sleep(untilHostTime: pts + renderer.frameDuration) else { return nil }
+            }
+            guard let buffer = acquireBuffer() else {
+                // Every buffer is held by a consumer: this frame is lost, as on a device.
+                lost += 1
+                continue
+            }
+            renderer.render(frame: index, into: buffer)
+            return SampleBuffer(payload: .pixels(buffer), formatDescription: format,
+                                presentationTime: pts, duration: renderer.frameDuration, sequenceNumber: index,
+                                discontinuity: lost > 0 ? Discontinuity(count: lost, reason: .outOfBuffers) : nil)
         }
-        let offset = renderer.frameDuration * index
-        let pts = anchor + offset
-        if pace == .realtime {
-            // A frame is available once it has been "exposed": at its start time plus one frame.
-            guard stopSignal.sleep(untilHostTime: pts + renderer.frameDuration) else { return nil }
+    }
+
+    /// Real time: a buffer now or the frame is lost. Virtual time: wait up to one second of wall
+    /// time for a consumer to release one (well-behaved consumers never lose frames), then give up.
+    private func acquireBuffer() -> PixelBuffer? {
+        if let buffer = pool.makeBuffer() { return buffer }
+        guard pace == .virtual else { return nil }
+        let deadline = HostClock.now() + MediaTime(value: 1, timescale: 1)
+        while HostClock.now() < deadline, !stopSignal.isStopped {
+            if let buffer = pool.makeBuffer() { return buffer }
+            _ = stopSignal.sleep(untilHostTime: HostClock.now() + MediaTime(value: 1, timescale: 1000))
         }
-        guard let buffer = pool.makeBuffer() else { throw .invalidState("simulator pixel pool exhausted") }
-        renderer.render(frame: index, into: buffer)
-        return SampleBuffer(payload: .pixels(buffer), formatDescription: format,
-                            presentationTime: pts, duration: renderer.frameDuration, sequenceNumber: index)
+        return nil
     }
 
     func stop() { stopSignal.stop() }

@@ -145,7 +145,7 @@ public final class OutputAttachment: Sendable {
     /// True while the owning session runs.
     public var isSessionRunning: Bool { state.withLock { $0.isRunning } }
 
-    /// Outputs call this when `wantsSamples` changes so a virtual-time session can advance or wait.
+    /// Outputs call this when `demand` changes so a virtual-time session can advance or wait.
     public func demandChanged() {
         state.withLock { $0.onDemandChange }?()
     }
@@ -169,6 +169,16 @@ public final class OutputAttachment: Sendable {
     }
 }
 
+/// What an output tells a virtual-time session about its appetite.
+public enum OutputDemand: Sendable, Hashable {
+    /// Nothing to do (e.g. a movie output that is not recording): do not wait for it.
+    case idle
+    /// Can take a sample now.
+    case ready
+    /// Still working on earlier samples: wait before producing more.
+    case busy
+}
+
 /// An output a session can feed (AVCaptureOutput). Implementations must be thread-safe:
 /// in real-time pace each input delivers from its own thread.
 public protocol CaptureOutput: AnyObject, Sendable {
@@ -176,8 +186,9 @@ public protocol CaptureOutput: AnyObject, Sendable {
     var attachment: OutputAttachment { get }
     /// Which media this output takes.
     func accepts(_ mediaType: MediaType) -> Bool
-    /// Whether the output wants samples now. A virtual-time session advances only while some output does.
-    var wantsSamples: Bool { get }
+    /// Whether the output takes samples now. A virtual-time session advances while some output is
+    /// `ready` and none is `busy`; `idle` outputs (nothing to do) never hold it back.
+    var demand: OutputDemand { get }
     /// One sample from one of the output's connections. Must not call `stopRunning` synchronously.
     func receive(_ sample: SampleBuffer, from connection: CaptureConnection)
     /// The session stopped (or the output was removed): finish whatever is in progress.

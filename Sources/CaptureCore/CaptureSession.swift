@@ -392,7 +392,8 @@ public final class CaptureSession: Sendable {
     }
 
     private func anyOutputWantsSamples() -> Bool {
-        outputs.contains { $0.wantsSamples }
+        let demands = outputs.map(\.demand)
+        return demands.contains(.ready) && !demands.contains(.busy)
     }
 
     private func streamFailed(_ entry: StreamEntry, _ error: CaptureError) {

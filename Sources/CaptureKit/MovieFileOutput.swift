@@ -120,7 +120,8 @@ public final class MovieFileOutput: CaptureOutput {
         }
     }
 
-    public var wantsSamples: Bool { isRecording }
+    /// Encoding happens as samples arrive, so a recording output is never busy.
+    public var demand: OutputDemand { isRecording ? .ready : .idle }
 
     // MARK: Starting and stopping
 

@@ -1,0 +1,198 @@
+import CaptureKit
+import Foundation
+import Synchronization
+import Testing
+
+/// Collects what a video data output delivers; can be slow or hold on to buffers.
+private final class FrameCollector: VideoDataOutputSampleBufferDelegate {
+    struct Seen { var pts: MediaTime; var index: UInt32?; var width: Int; var height: Int; var format: PixelFormat }
+    let seen = Mutex<[Seen]>([])
+    let drops = Mutex<[DropReason]>([])
+    let delay: Duration?
+    let retain: Bool
+    let held = Mutex<[SampleBuffer]>([])
+
+    init(delay: Duration? = nil, retain: Bool = false) {
+        self.delay = delay
+        self.retain = retain
+    }
+
+    func dataOutput(_ output: VideoDataOutput, didOutput sample: SampleBuffer, from connection: CaptureConnection) {
+        guard let pixels = sample.pixelBuffer else { return }
+        let index = pixels.format == .yuv420 || pixels.format == .nv12
+            ? FrameStampReader.frameIndex(in: LumaPlane(base: UnsafeRawBufferPointer(start: pixels.baseAddress(ofPlane: 0),
+                                                                                     count: pixels.bytesPerRow[0] * pixels.height),
+                                                        width: pixels.width, height: pixels.height, bytesPerRow: pixels.bytesPerRow[0]))
+            : nil
+        seen.withLock { $0.append(Seen(pts: sample.presentationTime, index: index, width: pixels.width, height: pixels.height, format: pixels.format)) }
+        if retain { held.withLock { $0.append(sample) } }
+        if let delay { Thread.sleep(forTimeInterval: Double(delay.components.attoseconds) / 1e18 + Double(delay.components.seconds)) }
+    }
+
+    func dataOutput(_ output: VideoDataOutput, didDrop reason: DropReason, presentationTime: MediaTime, from connection: CaptureConnection) {
+        drops.withLock { $0.append(reason) }
+    }
+}
+
+private final class AudioCollector: AudioDataOutputSampleBufferDelegate {
+    let starts = Mutex<[Int64]>([])
+    let lengths = Mutex<[Int]>([])
+    func dataOutput(_ output: AudioDataOutput, didOutput sample: SampleBuffer, from connection: CaptureConnection) {
+        starts.withLock { $0.append(sample.sequenceNumber) }
+        lengths.withLock { $0.append(sample.audioBuffer?.frameLength ?? 0) }
+    }
+}
+
+@Suite struct DataOutputTests {
+    private func makeSession(_ pace: CapturePace, audio: Bool = false) throws -> CaptureSession {
+        let registry = CaptureKit.makeRegistry()
+        let session = CaptureSession(pace: pace)
+        try session.setSessionPreset(.vga640x480)
+        try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "sim:back")))
+        if audio { try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "sim:mic"))) }
+        return session
+    }
+
+    private func waitUntil(_ condition: () -> Bool) async {
+        for _ in 0..<1000 where !condition() { try? await Task.sleep(for: .milliseconds(5)) }
+    }
+
+    @Test func virtualPaceDeliversEveryFrameInOrderEvenToASlowConsumer() async throws {
+        let session = try makeSession(.virtual)
+        let output = VideoDataOutput()
+        let collector = FrameCollector(delay: .milliseconds(3))
+        output.setSampleBufferDelegate(collector, queue: DispatchQueue(label: "consumer"))
+        try session.addOutput(output)
+        try session.startRunning()
+        await waitUntil { collector.seen.withLock { $0.count } >= 40 }
+        session.stopRunning()
+        let seen = collector.seen.withLock { $0 }
+        #expect(seen.count >= 40)
+        #expect(seen.prefix(40).map(\.index) == (0..<40).map { Optional(UInt32($0)) })
+        #expect(seen.prefix(40).map(\.pts) == (0..<40).map { MediaTime(value: Int64($0), timescale: 30) })
+        #expect(collector.drops.withLock { $0 }.isEmpty)
+        #expect(output.droppedFrameCounts.isEmpty)
+    }
+
+    @Test func videoSettingsConvertAndConnectionRotationTurnsThePixels() async throws {
+        let session = try makeSession(.virtual)
+        let output = VideoDataOutput()
+        output.videoSettings = .init(pixelFormat: .yuv420, dimensions: Dimensions(width: 320, height: 240))
+        let collector = FrameCollector()
+        output.setSampleBufferDelegate(collector, queue: DispatchQueue(label: "consumer"))
+        try session.addOutput(output)
+        let connection = try #require(output.attachment.connections.first)
+        #expect(connection.isVideoRotationAngleSupported(90) && !connection.isVideoRotationAngleSupported(45))
+        #expect(throws: CaptureError.self) { try connection.setVideoRotationAngle(45) }
+        try session.startRunning()
+        await waitUntil { collector.seen.withLock { $0.count } >= 3 }
+        try connection.setVideoRotationAngle(90)
+        #expect(connection.videoOrientation == .portrait)
+        await waitUntil { collector.seen.withLock { $0.contains { $0.width == 240 } } }
+        session.stopRunning()
+        let seen = collector.seen.withLock { $0 }
+        let upright = try #require(seen.first)
+        #expect(upright.format == .yuv420 && upright.width == 320 && upright.height == 240)
+        #expect(upright.index == 0, "the stamp survives libswscale's resize")
+        let turned = try #require(seen.first { $0.width == 240 })
+        #expect(turned.height == 320)
+        #expect(turned.index == nil, "rotated frames no longer have the stamp on top")
+    }
+
+    @Test func rotatorRoundTripsAndMovesPixelsClockwise() throws {
+        let source = PixelBuffer(format: .nv12, width: 96, height: 64)
+        let renderer = try SyntheticFrameRenderer(pixelFormat: .nv12, dimensions: Dimensions(width: 96, height: 64),
+                                                  frameDuration: MediaTime(value: 1, timescale: 30), seed: 9)
+        renderer.render(frame: 3, into: source)
+        let turned = PixelBuffer(format: .nv12, width: 64, height: 96)
+        try PixelRotator.rotate(source, angle: 90, mirrored: false, into: turned)
+        let s = source.baseAddress(ofPlane: 0).assumingMemoryBound(to: UInt8.self)
+        let t = turned.baseAddress(ofPlane: 0).assumingMemoryBound(to: UInt8.self)
+        // Clockwise: the source's bottom-left pixel becomes the top-left one.
+        #expect(t[0] == s[63 * source.bytesPerRow[0]])
+        #expect(t[63] == s[0], "the source's top-left pixel ends top-right")
+        let back = PixelBuffer(format: .nv12, width: 96, height: 64)
+        try PixelRotator.rotate(turned, angle: 270, mirrored: false, into: back)
+        for plane in 0..<2 {
+            for row in 0..<back.planeRows[plane] {
+                let a = source.baseAddress(ofPlane: plane) + row * source.bytesPerRow[plane]
+                let b = back.baseAddress(ofPlane: plane) + row * back.bytesPerRow[plane]
+                #expect(memcmp(a, b, 96) == 0, "plane \(plane) row \(row)")
+            }
+        }
+        #expect(throws: CaptureError.self) { try PixelRotator.rotate(source, angle: 90, mirrored: false, into: back) }
+    }
+
+    @Test func slowConsumerInRealTimeDropsLateFramesWhileTheMovieKeepsAll() async throws {
+        let session = try makeSession(.realtime)
+        let output = VideoDataOutput()
+        // Two frame durations per frame: about every other frame arrives while it is busy.
+        let collector = FrameCollector(delay: .milliseconds(66))
+        output.setSampleBufferDelegate(collector, queue: DispatchQueue(label: "slow"))
+        try session.addOutput(output)
+        let movie = MovieFileOutput()
+        var settings = MovieFileOutput.Settings()
+        settings.preset = .ultrafast
+        movie.settings = settings
+        movie.maxRecordedDuration = MediaTime(value: 2, timescale: 1)
+        try session.addOutput(movie)
+        try session.startRunning()
+        let path = try TestSupport.temporaryDirectory() + "/slow.mp4"
+        let summary = try await movie.record(to: path)
+        session.stopRunning()
+        let late = output.droppedFrameCounts[.lateData] ?? 0
+        let delivered = output.deliveredFrameCount
+        #expect(late >= 15, "dropped \(late) late frames, delivered \(delivered)")
+        #expect(delivered >= 15)
+        #expect(collector.drops.withLock { $0.allSatisfy { $0 == .lateData } })
+        // Every frame reached the movie: its stamps are contiguous.
+        #expect(summary.videoFrames == 60)
+        let report = try TestSupport.analyze(path)
+        #expect(report.isClean && report.videoFrameCount == 60)
+    }
+
+    @Test func consumerHoldingBuffersStarvesThePoolAndFramesDropAsOutOfBuffers() async throws {
+        let session = try makeSession(.realtime)
+        let output = VideoDataOutput()
+        output.alwaysDiscardsLateVideoFrames = false
+        let collector = FrameCollector(retain: true)
+        output.setSampleBufferDelegate(collector, queue: DispatchQueue(label: "hoarder"))
+        try session.addOutput(output)
+        try session.startRunning()
+        try await Task.sleep(for: .milliseconds(700))
+        let heldBefore = collector.held.withLock { $0.count }
+        // Release the hoard: delivery resumes.
+        collector.held.withLock { $0.removeAll() }
+        let deliveredAtRelease = output.deliveredFrameCount
+        try await Task.sleep(for: .milliseconds(300))
+        session.stopRunning()
+        #expect(heldBefore == 8, "the device pool has 8 buffers; the consumer held \(heldBefore)")
+        #expect((output.droppedFrameCounts[.outOfBuffers] ?? 0) >= 5)
+        #expect(collector.drops.withLock { $0.contains(.outOfBuffers) })
+        #expect(output.deliveredFrameCount > deliveredAtRelease, "frames flow again once buffers come back")
+    }
+
+    @Test func asyncSequenceAndAudioOutputDeliverContiguousMedia() async throws {
+        let session = try makeSession(.virtual, audio: true)
+        let video = VideoDataOutput()
+        let audio = AudioDataOutput()
+        let audioCollector = AudioCollector()
+        audio.setSampleBufferDelegate(audioCollector, queue: DispatchQueue(label: "audio"))
+        try session.addOutput(video)
+        try session.addOutput(audio)
+        let frames = video.sampleBuffers()
+        try session.startRunning()
+        var indices: [Int64] = []
+        for await sample in frames {
+            indices.append(sample.sequenceNumber)
+            if indices.count == 10 { break }
+        }
+        await waitUntil { audioCollector.starts.withLock { $0.count } >= 10 }
+        session.stopRunning()
+        #expect(indices == Array(0..<10))
+        let starts = audioCollector.starts.withLock { $0 }
+        let lengths = audioCollector.lengths.withLock { $0 }
+        #expect(starts.count >= 10)
+        for i in 1..<starts.count { #expect(starts[i] == starts[i - 1] + Int64(lengths[i - 1])) }
+    }
+}
