@@ -29,16 +29,34 @@ public struct RecordingSummary: Sendable, Codable, Equatable {
     public var fileSize: Int64
     /// PTS (session clock) of the first recorded sample.
     public var startTime: Double?
+    /// Why it ended: requested, sessionStopped, maximumDuration, maximumFileSize, diskFull, error.
+    public var stopReason: String = "requested"
+    /// True when the file was finalized and plays (always, unless nothing could be written).
+    public var fileIsUsable: Bool = false
+    /// Media seconds cut out by pauses.
+    public var pausedDuration: Double = 0
+
+    static func empty(_ path: String, reason: String) -> RecordingSummary {
+        RecordingSummary(path: path, videoFrames: 0, audioSamples: 0, duration: 0, fileSize: 0, stopReason: reason)
+    }
 }
 
 /// Records a session's video and audio to an MP4 or MOV file (AVCaptureMovieFileOutput):
-/// H.264 through libx264 and AAC, muxed by libavformat.
+/// H.264 (libx264) or MJPEG and AAC, muxed by libavformat.
 ///
-/// Recording starts on the first video frame after the request (so the file starts with a
-/// keyframe); audio is cut sample-accurately to that frame's PTS.
+/// - Recording starts on the first video frame after the request (so the file starts with a
+///   keyframe); audio is cut sample-accurately to that frame's PTS, gaps become silence.
+/// - Limits stop a recording with a typed reason and a complete file: `maxRecordedDuration`,
+///   `maxRecordedFileSize`, `minFreeDiskSpaceLimit` (checked on every frame through
+///   `freeDiskSpace`, which tests can replace).
+/// - `movieFragmentInterval` (default 10 s, as AVFoundation; invalid or zero disables) writes
+///   the movie as fragments, so a crash leaves a playable file missing at most one interval.
+/// - Pausing cuts the paused span out of the file; timestamps stay continuous.
+/// - The video connection's rotation and mirroring go into the track's display matrix.
 public final class MovieFileOutput: CaptureOutput {
     /// Encoding choices for the files this output writes.
     public struct Settings: Sendable, Hashable {
+        public var codec: VideoCodec = .h264
         public var preset: VideoEncoderSettings.Preset = .veryfast
         /// Average video bitrate (bits/s); nil = constant quality.
         public var videoBitrate: Int?
@@ -65,8 +83,15 @@ public final class MovieFileOutput: CaptureOutput {
         let frameDuration: MediaTime
         let hasVideo: Bool
         let hasAudio: Bool
+        let audioRate: Int32
         var audioSamples: Int64 = 0
         var lastVideoEnd: MediaTime
+        /// Session time cut out by pauses; file time = PTS − start − pausedTotal.
+        var pausedTotal = MediaTime.zero
+        var isPaused = false
+        var resumeRequested = false
+
+        var fileStart: MediaTime { startTime + pausedTotal }
     }
 
     private enum Phase {
@@ -81,16 +106,33 @@ public final class MovieFileOutput: CaptureOutput {
         /// frame's PTS is written once recording begins (real-time audio often arrives first).
         var audioBacklog: [SampleBuffer] = []
         var settings = Settings()
+        var connectionSettings: [ObjectIdentifier: Settings] = [:]
         var maxRecordedDuration = MediaTime.invalid
+        var maxRecordedFileSize: Int64 = 0
+        var minFreeDiskSpaceLimit: Int64 = 0
+        var movieFragmentInterval = MediaTime(value: 10, timescale: 1)
+        var freeDiskSpace: @Sendable (String) -> Int64? = MovieFileOutput.statfsFreeSpace
     }
 
     public init() {}
 
     public func accepts(_ mediaType: MediaType) -> Bool { true }
 
+    // MARK: Settings
+
     public var settings: Settings {
         get { state.withLock { $0.settings } }
         set { state.withLock { $0.settings = newValue } }
+    }
+
+    /// Settings for one connection's track (AVFoundation's per-connection output settings);
+    /// nil returns to the output's `settings`.
+    public func setOutputSettings(_ settings: Settings?, for connection: CaptureConnection) {
+        state.withLock { $0.connectionSettings[ObjectIdentifier(connection)] = settings }
+    }
+
+    public func outputSettings(for connection: CaptureConnection) -> Settings {
+        state.withLock { $0.connectionSettings[ObjectIdentifier(connection)] ?? $0.settings }
     }
 
     /// Stops a recording on its own after this much media (invalid = no limit).
@@ -99,16 +141,52 @@ public final class MovieFileOutput: CaptureOutput {
         set { state.withLock { $0.maxRecordedDuration = newValue } }
     }
 
+    /// Stops a recording before the file exceeds this many bytes (0 = no limit).
+    public var maxRecordedFileSize: Int64 {
+        get { state.withLock { $0.maxRecordedFileSize } }
+        set { state.withLock { $0.maxRecordedFileSize = max(0, newValue) } }
+    }
+
+    /// Stops a recording when the file's volume has less free space than this (0 = no limit).
+    public var minFreeDiskSpaceLimit: Int64 {
+        get { state.withLock { $0.minFreeDiskSpaceLimit } }
+        set { state.withLock { $0.minFreeDiskSpaceLimit = max(0, newValue) } }
+    }
+
+    /// Fragment interval (default 10 s); `.invalid` or zero writes an unfragmented movie.
+    public var movieFragmentInterval: MediaTime {
+        get { state.withLock { $0.movieFragmentInterval } }
+        set { state.withLock { $0.movieFragmentInterval = newValue } }
+    }
+
+    /// How free space is measured for `minFreeDiskSpaceLimit` (default: statfs on the file's folder).
+    public var freeDiskSpace: @Sendable (String) -> Int64? {
+        get { state.withLock { $0.freeDiskSpace } }
+        set { state.withLock { $0.freeDiskSpace = newValue } }
+    }
+
+    static let statfsFreeSpace: @Sendable (String) -> Int64? = { path in
+        let folder = (path as NSString).deletingLastPathComponent
+        guard let attributes = try? FileManager.default.attributesOfFileSystem(forPath: folder.isEmpty ? "." : folder),
+              let free = attributes[.systemFreeSize] as? NSNumber else { return nil }
+        return free.int64Value
+    }
+
+    // MARK: Status
+
     public var isRecording: Bool {
         state.withLock { if case .idle = $0.phase { return false } else { return true } }
+    }
+
+    public var isRecordingPaused: Bool {
+        state.withLock { if case .recording(let a) = $0.phase { return a.isPaused } else { return false } }
     }
 
     /// Media written so far in the current recording.
     public var recordedDuration: MediaTime {
         state.withLock { s in
             guard case .recording(let a) = s.phase else { return .zero }
-            return a.hasVideo ? a.lastVideoEnd - a.startTime
-                : MediaTime(value: a.audioSamples, timescale: Int32(a.writer.audioSamplesWritten > 0 ? sampleRate(a) : 1))
+            return a.hasVideo ? a.lastVideoEnd - a.fileStart : MediaTime(value: a.audioSamples, timescale: a.audioRate)
         }
     }
 
@@ -123,14 +201,14 @@ public final class MovieFileOutput: CaptureOutput {
     /// Encoding happens as samples arrive, so a recording output is never busy.
     public var demand: OutputDemand { isRecording ? .ready : .idle }
 
-    // MARK: Starting and stopping
+    // MARK: Starting, pausing and stopping
 
     /// Starts recording to `path`; the outcome always reaches `delegate.didFinishRecording` exactly once.
     public func startRecording(to path: String, recordingDelegate delegate: any CaptureFileOutputRecordingDelegate) {
         let connections = attachment.connections.filter(\.isActive)
         let request = Request(path: path, delegate: delegate, connections: connections)
         if let error = validate(path: path, connections: connections) {
-            finish(request, summary: RecordingSummary(path: path, videoFrames: 0, audioSamples: 0, duration: 0, fileSize: 0), error: error)
+            finish(request, summary: .empty(path, reason: "error"), error: error)
             return
         }
         let accepted = state.withLock { s -> Bool in
@@ -140,8 +218,7 @@ public final class MovieFileOutput: CaptureOutput {
             return true
         }
         guard accepted else {
-            finish(request, summary: RecordingSummary(path: path, videoFrames: 0, audioSamples: 0, duration: 0, fileSize: 0),
-                   error: .alreadyRecording)
+            finish(request, summary: .empty(path, reason: "error"), error: .alreadyRecording)
             return
         }
         attachment.demandChanged()
@@ -149,11 +226,31 @@ public final class MovieFileOutput: CaptureOutput {
 
     /// Finishes the current recording; the file is complete when the delegate hears of it.
     public func stopRecording() {
-        end(error: nil, waitingError: .noDataRecorded)
+        end(error: nil, reason: "requested", waitingError: .noDataRecorded)
+    }
+
+    /// Stops writing; samples until `resumeRecording` are left out of the file.
+    public func pauseRecording() {
+        state.withLock { s in
+            guard case .recording(var a) = s.phase else { return }
+            a.isPaused = true
+            a.resumeRequested = false
+            s.phase = .recording(a)
+        }
+    }
+
+    /// Resumes with the next video frame (or audio buffer for audio-only files); the file's
+    /// timestamps continue where they stopped.
+    public func resumeRecording() {
+        state.withLock { s in
+            guard case .recording(var a) = s.phase, a.isPaused else { return }
+            a.resumeRequested = true
+            s.phase = .recording(a)
+        }
     }
 
     public func sessionDidStop() {
-        end(error: nil, waitingError: .sessionNotRunning)
+        end(error: nil, reason: "sessionStopped", waitingError: .sessionNotRunning)
     }
 
     /// The async alternative: records to `path` until `stopRecording`, a limit or the session stops,
@@ -199,23 +296,24 @@ public final class MovieFileOutput: CaptureOutput {
                 }
                 let backlog = s.audioBacklog
                 s.audioBacklog = []
+                let limits = Limits(s)
                 do throws(CaptureError) {
-                    let active = try begin(request, with: sample, settings: s.settings)
+                    let active = try begin(request, with: sample, state: s)
                     s.phase = .recording(active)
                 } catch {
                     s.phase = .idle
                     return .failed(request, error)
                 }
                 guard case .recording(var active) = s.phase else { return nil }
-                var result = write(sample, into: &active, limit: s.maxRecordedDuration)
+                var result = write(sample, into: &active, limits: limits)
                 for audio in backlog {
                     guard result == nil else { break }
-                    result = write(audio, into: &active, limit: s.maxRecordedDuration)
+                    result = write(audio, into: &active, limits: limits)
                 }
                 s.phase = .recording(active)
                 return .started(request, then: result)
             case .recording(var active):
-                let result = write(sample, into: &active, limit: s.maxRecordedDuration)
+                let result = write(sample, into: &active, limits: Limits(s))
                 s.phase = .recording(active)
                 return result
             }
@@ -223,10 +321,24 @@ public final class MovieFileOutput: CaptureOutput {
         handle(outcome)
     }
 
+    private struct Limits {
+        var duration: MediaTime
+        var fileSize: Int64
+        var minFreeSpace: Int64
+        var freeSpace: @Sendable (String) -> Int64?
+
+        init(_ s: State) {
+            duration = s.maxRecordedDuration
+            fileSize = s.maxRecordedFileSize
+            minFreeSpace = s.minFreeDiskSpaceLimit
+            freeSpace = s.freeDiskSpace
+        }
+    }
+
     private indirect enum Outcome {
         case started(Request, then: Outcome?)
         case failed(Request, CaptureError)
-        case stop(CaptureError?)
+        case stop(CaptureError?, reason: String)
     }
 
     private func handle(_ outcome: Outcome?) {
@@ -236,72 +348,120 @@ public final class MovieFileOutput: CaptureOutput {
             delegateQueue.async { request.delegate.fileOutput(self, didStartRecordingTo: request.path, from: request.connections) }
             handle(then)
         case .failed(let request, let error):
-            finish(request, summary: RecordingSummary(path: request.path, videoFrames: 0, audioSamples: 0, duration: 0, fileSize: 0), error: error)
+            finish(request, summary: .empty(request.path, reason: "error"), error: error)
             attachment.demandChanged()
-        case .stop(let error):
-            end(error: error, waitingError: .noDataRecorded)
+        case .stop(let error, let reason):
+            end(error: error, reason: reason, waitingError: .noDataRecorded)
         }
     }
 
-    private func begin(_ request: Request, with sample: SampleBuffer, settings: Settings) throws(CaptureError) -> Active {
+    private func begin(_ request: Request, with sample: SampleBuffer, state s: State) throws(CaptureError) -> Active {
         let container = MovieContainer(pathExtension: (request.path as NSString).pathExtension) ?? .mp4
         var videoSettings: VideoEncoderSettings?
         var frameDuration = MediaTime.invalid
+        var options = MovieWriter.Options()
+        let interval = s.movieFragmentInterval
+        options.fragmentInterval = interval.isNumeric && interval > .zero ? interval : nil
         if let video = request.connections.first(where: { $0.mediaType == .video }),
            case .video(let pixelFormat, let dimensions) = video.formatDescription {
+            let settings = s.connectionSettings[ObjectIdentifier(video)] ?? s.settings
             frameDuration = video.videoFrameDuration
             videoSettings = VideoEncoderSettings(dimensions: dimensions, inputPixelFormat: pixelFormat, frameDuration: frameDuration,
                                                  preset: settings.preset, bitrate: settings.videoBitrate,
-                                                 keyframeInterval: settings.keyframeInterval)
+                                                 keyframeInterval: settings.keyframeInterval, codec: settings.codec)
+            options.rotation = video.videoRotationAngle
+            options.mirrored = video.isVideoMirrored
         }
         var audioSettings: AudioEncoderSettings?
+        var rate: Int32 = 1
         if let audio = request.connections.first(where: { $0.mediaType == .audio }),
            case .audio(let format) = audio.formatDescription {
+            let settings = s.connectionSettings[ObjectIdentifier(audio)] ?? s.settings
             audioSettings = AudioEncoderSettings(input: format, bitrate: settings.audioBitrate)
+            rate = Int32(format.sampleRate)
         }
-        let writer = try MovieWriter(path: request.path, container: container, video: videoSettings, audio: audioSettings)
+        let writer = try MovieWriter(path: request.path, container: container, video: videoSettings, audio: audioSettings,
+                                     options: options)
         return Active(request: request, writer: writer, startTime: sample.presentationTime, frameDuration: frameDuration,
-                      hasVideo: videoSettings != nil, hasAudio: audioSettings != nil, lastVideoEnd: sample.presentationTime)
+                      hasVideo: videoSettings != nil, hasAudio: audioSettings != nil, audioRate: rate,
+                      lastVideoEnd: sample.presentationTime)
     }
 
     /// Writes one sample; returns `.stop` when a limit is reached or writing failed.
-    private func write(_ sample: SampleBuffer, into active: inout Active, limit: MediaTime) -> Outcome? {
-        let end = limit.isNumeric ? active.startTime + limit : MediaTime.positiveInfinity
+    private func write(_ sample: SampleBuffer, into active: inout Active, limits: Limits) -> Outcome? {
         do throws(CaptureError) {
             switch sample.payload {
             case .pixels(let buffer):
                 guard active.hasVideo else { return nil }
-                if sample.presentationTime >= end { return .stop(.recordingLimitReached(.maximumDuration)) }
-                let offset = sample.presentationTime - active.startTime
-                let ticks = Int64((offset.seconds / active.frameDuration.seconds).rounded())
+                if active.isPaused {
+                    guard active.resumeRequested else { return nil }
+                    // Resume: the paused span (from the last written frame's end to this frame) is cut.
+                    active.pausedTotal += sample.presentationTime - active.lastVideoEnd
+                    active.isPaused = false
+                    active.resumeRequested = false
+                }
+                let fileTime = sample.presentationTime - active.fileStart
+                if limits.duration.isNumeric && fileTime >= limits.duration {
+                    return .stop(.recordingLimitReached(.maximumDuration), reason: "maximumDuration")
+                }
+                let ticks = Int64((fileTime.seconds / active.frameDuration.seconds).rounded())
                 try active.writer.appendVideo(buffer, frameIndex: ticks)
                 active.lastVideoEnd = sample.presentationTime + sample.duration
             case .audio(let buffer):
                 guard active.hasAudio else { return nil }
-                let rate = Int32(buffer.format.sampleRate)
-                // Audio is one continuous run from the start: overlap is cut, gaps become silence,
-                // so every sample lands at its own PTS relative to the first video frame.
-                let expected = active.startTime + MediaTime(value: active.audioSamples, timescale: rate)
-                let gap = Int(((sample.presentationTime - expected).seconds * Double(rate)).rounded())
-                let limitSamples = end.isNumeric ? Int(((end - expected).seconds * Double(rate)).rounded()) : Int.max
-                if gap > 0 {
-                    let silence = AudioPCMBuffer(format: buffer.format, frameCapacity: min(gap, max(0, limitSamples)))
-                    if silence.frameLength > 0 {
-                        try active.writer.appendAudio(silence)
-                        active.audioSamples += Int64(silence.frameLength)
-                    }
+                if active.isPaused {
+                    // Audio-only files resume on audio; with video, audio waits for the resuming frame.
+                    guard !active.hasVideo, active.resumeRequested else { return nil }
+                    let written = active.fileStart + MediaTime(value: active.audioSamples, timescale: active.audioRate)
+                    active.pausedTotal += sample.presentationTime - written
+                    active.isPaused = false
+                    active.resumeRequested = false
                 }
-                let from = max(expected, active.startTime)
-                if let trimmed = trim(buffer, at: sample.presentationTime, from: from, to: end) {
-                    try active.writer.appendAudio(trimmed)
-                    active.audioSamples += Int64(trimmed.frameLength)
-                }
-                if !active.hasVideo && sample.presentationTime + sample.duration >= end {
-                    return .stop(.recordingLimitReached(.maximumDuration))
+                try writeAudio(sample, buffer, into: &active, limit: limits.duration)
+                if !active.hasVideo, limits.duration.isNumeric,
+                   MediaTime(value: active.audioSamples, timescale: active.audioRate) >= limits.duration {
+                    return .stop(.recordingLimitReached(.maximumDuration), reason: "maximumDuration")
                 }
             }
         } catch {
-            return .stop(error)
+            return .stop(error, reason: "error")
+        }
+        return checkSizeAndSpace(active, limits)
+    }
+
+    /// Audio is one continuous run from the file's start: overlap is cut, gaps become silence,
+    /// so every sample lands at its own PTS relative to the first video frame.
+    private func writeAudio(_ sample: SampleBuffer, _ buffer: AudioPCMBuffer, into active: inout Active,
+                            limit: MediaTime) throws(CaptureError) {
+        let rate = active.audioRate
+        let expected = active.fileStart + MediaTime(value: active.audioSamples, timescale: rate)
+        let end = limit.isNumeric ? active.fileStart + limit : MediaTime.positiveInfinity
+        let gap = Int(((sample.presentationTime - expected).seconds * Double(rate)).rounded())
+        let room = end.isNumeric ? Int(((end - expected).seconds * Double(rate)).rounded()) : Int.max
+        if gap > 0, room > 0 {
+            let silence = AudioPCMBuffer(format: buffer.format, frameCapacity: min(gap, room))
+            try active.writer.appendAudio(silence)
+            active.audioSamples += Int64(silence.frameLength)
+        }
+        let from = max(active.fileStart + MediaTime(value: active.audioSamples, timescale: rate), active.fileStart)
+        if let trimmed = trim(buffer, at: sample.presentationTime, from: from, to: end) {
+            try active.writer.appendAudio(trimmed)
+            active.audioSamples += Int64(trimmed.frameLength)
+        }
+    }
+
+    /// The size and free-space limits, checked after every written sample.
+    private func checkSizeAndSpace(_ active: Active, _ limits: Limits) -> Outcome? {
+        if limits.fileSize > 0 {
+            // Keep room for what finishing adds: the last packets and the index (~32 bytes a sample).
+            let samples = Int64(active.writer.videoFramesWritten) + active.audioSamples / 1024
+            let reserve = 4096 + samples * 32 + active.writer.bytesWritten / max(1, Int64(active.writer.videoFramesWritten) + 1)
+            if active.writer.bytesWritten + reserve >= limits.fileSize {
+                return .stop(.recordingLimitReached(.maximumFileSize), reason: "maximumFileSize")
+            }
+        }
+        if limits.minFreeSpace > 0, let free = limits.freeSpace(active.request.path), free < limits.minFreeSpace {
+            return .stop(.recordingLimitReached(.diskFull), reason: "diskFull")
         }
         return nil
     }
@@ -327,14 +487,8 @@ public final class MovieFileOutput: CaptureOutput {
         return out
     }
 
-    private func sampleRate(_ active: Active) -> Int {
-        if let audio = active.request.connections.first(where: { $0.mediaType == .audio }),
-           case .audio(let f) = audio.formatDescription { return f.sampleRate }
-        return 1
-    }
-
     /// Ends whatever is in progress: finalizes an active file, or fails a waiting request.
-    private func end(error: CaptureError?, waitingError: CaptureError) {
+    private func end(error: CaptureError?, reason: String, waitingError: CaptureError) {
         let phase = state.withLock { s -> Phase in
             defer {
                 s.phase = .idle
@@ -346,21 +500,25 @@ public final class MovieFileOutput: CaptureOutput {
         case .idle:
             return
         case .waiting(let request):
-            finish(request, summary: RecordingSummary(path: request.path, videoFrames: 0, audioSamples: 0, duration: 0, fileSize: 0),
-                   error: waitingError)
+            finish(request, summary: .empty(request.path, reason: reason), error: waitingError)
         case .recording(let active):
             var failure = error
+            var usable = true
             do throws(CaptureError) {
                 try active.writer.finish()
             } catch let finishError {
                 failure = failure ?? finishError
+                usable = false
             }
             let size = (try? FileManager.default.attributesOfItem(atPath: active.request.path)[.size] as? Int64) ?? 0
-            let duration = active.hasVideo ? (active.lastVideoEnd - active.startTime).seconds
-                : Double(active.audioSamples) / Double(sampleRate(active))
-            let summary = RecordingSummary(path: active.request.path, videoFrames: active.writer.videoFramesWritten,
+            let duration = active.hasVideo ? (active.lastVideoEnd - active.fileStart).seconds
+                : Double(active.audioSamples) / Double(active.audioRate)
+            var summary = RecordingSummary(path: active.request.path, videoFrames: active.writer.videoFramesWritten,
                                            audioSamples: active.audioSamples, duration: duration, fileSize: size,
                                            startTime: active.startTime.seconds)
+            summary.stopReason = reason
+            summary.fileIsUsable = usable
+            summary.pausedDuration = active.pausedTotal.seconds
             finish(active.request, summary: summary, error: failure)
         }
         attachment.demandChanged()

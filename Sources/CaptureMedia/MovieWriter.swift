@@ -29,12 +29,31 @@ public final class MovieWriter: @unchecked Sendable {
     public private(set) var videoFramesWritten = 0
     public private(set) var audioSamplesWritten: Int64 = 0
 
+    /// How the file is laid out and shown.
+    public struct Options: Sendable, Hashable {
+        /// Write a fragment (moof+mdat) every this often, so a crash loses at most one interval;
+        /// nil writes one moov at the end (a crash leaves an unreadable file).
+        public var fragmentInterval: MediaTime?
+        /// Clockwise degrees a player should rotate the video (written as the display matrix).
+        public var rotation: Int = 0
+        /// A player should mirror the video left-right (also in the display matrix).
+        public var mirrored = false
+        public init(fragmentInterval: MediaTime? = nil, rotation: Int = 0, mirrored: Bool = false) {
+            self.fragmentInterval = fragmentInterval
+            self.rotation = rotation
+            self.mirrored = mirrored
+        }
+    }
+
+    public let options: Options
+
     /// Creates the file and writes its header. Fails if the folder is missing or the file exists.
     public init(path: String, container: MovieContainer, video videoSettings: VideoEncoderSettings?,
-                audio audioSettings: AudioEncoderSettings?) throws(CaptureError) {
+                audio audioSettings: AudioEncoderSettings?, options: Options = Options()) throws(CaptureError) {
         _ = FFmpeg.quietLogs
         self.path = path
         self.container = container
+        self.options = options
         guard videoSettings != nil || audioSettings != nil else { throw .noInputs }
         let folder = (path as NSString).deletingLastPathComponent
         var isDirectory: ObjCBool = false
@@ -66,16 +85,38 @@ public final class MovieWriter: @unchecked Sendable {
         let globalHeader = (fc.pointee.oformat.pointee.flags & AVFMT_GLOBALHEADER) != 0
         if let video {
             try video.open(globalHeader: globalHeader)
-            videoStream = try addStream(for: video.context)
+            let stream = try addStream(for: video.context)
+            videoStream = stream
+            if options.rotation != 0 || options.mirrored {
+                guard let matrix = av_stream_new_side_data(stream, AV_PKT_DATA_DISPLAYMATRIX, 9 * 4) else {
+                    throw .codecFailure(operation: "av_stream_new_side_data", code: -12, message: "out of memory")
+                }
+                let m = UnsafeMutableRawPointer(matrix).assumingMemoryBound(to: Int32.self)
+                // av_display_rotation_set takes clockwise degrees; ffprobe then reports the
+                // counter-clockwise angle (−90 for 90° clockwise, as phone portrait videos read)
+                // and ffmpeg's autorotate turns such a video clockwise.
+                av_display_rotation_set(m, Double(options.rotation))
+                if options.mirrored { av_display_matrix_flip(m, 1, 0) }
+            }
         }
         if let audio {
             try audio.open(globalHeader: globalHeader)
             audioStream = try addStream(for: audio.context)
         }
         try FFmpeg.check(avio_open(&fc.pointee.pb, path, AVIO_FLAG_WRITE), "opening \(path) for writing")
-        let options = OptionsDictionary([])
-        try FFmpeg.check(avformat_write_header(fc, &options.pointer), "writing the \(container.rawValue) header")
-        try FFmpeg.rejectLeftovers(options.pointer, "the \(container.rawValue) muxer")
+        var muxerOptions: [(String, String)] = []
+        if let interval = options.fragmentInterval, interval.isNumeric, interval > .zero {
+            // delay_moov keeps A/V aligned (empty_moov shifts video by the B-frame delay and shows
+            // the AAC priming); we cut fragments ourselves (frag_custom): a tiny first one as soon as
+            // every track has a packet, so the moov reaches the disk early, then one at the first
+            // video keyframe after each interval.
+            muxerOptions.append(("movflags", "+delay_moov+default_base_moof+frag_custom"))
+            fragmentInterval = interval.seconds
+        }
+        let dictionary = OptionsDictionary(muxerOptions)
+        try FFmpeg.check(avformat_write_header(fc, &dictionary.pointer), "writing the \(container.rawValue) header")
+        try FFmpeg.rejectLeftovers(dictionary.pointer, "the \(container.rawValue) muxer")
+        headerBytes = avio_tell(fc.pointee.pb)
     }
 
     private func addStream(for codec: UnsafeMutablePointer<AVCodecContext>) throws(CaptureError) -> UnsafeMutablePointer<AVStream> {
@@ -107,11 +148,20 @@ public final class MovieWriter: @unchecked Sendable {
         audioSamplesWritten += Int64(buffer.frameLength)
     }
 
-    /// Bytes written to the file so far.
+    /// Bytes the file holds so far, counting packets the muxer still buffers (a fragment is
+    /// written whole), so size limits see data as soon as it is encoded.
     public var bytesWritten: Int64 {
         guard let pb = formatContext?.pointee.pb else { return 0 }
-        return avio_tell(pb)
+        return max(avio_tell(pb), headerBytes + packetBytes)
     }
+    private var headerBytes: Int64 = 0
+    private var packetBytes: Int64 = 0
+    private var fragmentInterval: Double?
+    private var lastFragmentStart: Double?
+    private var videoPackets = 0
+    private var audioPackets = 0
+    /// Fragments flushed to disk so far (0 for unfragmented movies).
+    public private(set) var fragmentsWritten = 0
 
     /// Flushes the encoders and writes the trailer; the file is complete and playable afterwards.
     public func finish() throws(CaptureError) {
@@ -143,9 +193,42 @@ public final class MovieWriter: @unchecked Sendable {
                        stream: UnsafeMutablePointer<AVStream>) throws(CaptureError) {
         guard let fc = formatContext else { return }
         packet.pointee.stream_index = stream.pointee.index
+        packetBytes += Int64(packet.pointee.size)
+        if stream == videoStream, lastFragmentStart != nil {
+            let seconds = Double(packet.pointee.pts) * Double(timeBase.num) / Double(timeBase.den)
+            try cutFragmentIfDue(beforeVideoAt: seconds, isKeyframe: packet.pointee.flags & AV_PKT_FLAG_KEY != 0)
+        }
+        if stream == videoStream { videoPackets += 1 } else { audioPackets += 1 }
+        defer {
+            // The first fragment is cut as soon as every track has a packet, so the moov is on disk early.
+            if fragmentInterval != nil, lastFragmentStart == nil, videoStream == nil || videoPackets > 0,
+               audioStream == nil || audioPackets > 0 {
+                try? cutFragment(at: 0)
+            }
+        }
         // The muxer may have changed the stream's time base in write_header: rescale to it.
         av_packet_rescale_ts(packet, timeBase, stream.pointee.time_base)
         try FFmpeg.check(av_interleaved_write_frame(fc, packet), "writing a packet to \(path)")
+    }
+
+    /// Cuts a fragment before the first video keyframe at least one interval after the previous cut.
+    private func cutFragmentIfDue(beforeVideoAt seconds: Double, isKeyframe: Bool) throws(CaptureError) {
+        guard let interval = fragmentInterval, let last = lastFragmentStart,
+              isKeyframe, seconds - last >= interval - 1e-6 else { return }
+        try cutFragment(at: seconds)
+    }
+
+    private func cutFragment(at seconds: Double) throws(CaptureError) {
+        guard let fc = formatContext else { return }
+        // Drain the interleaving queue, then a NULL packet makes the muxer write the fragment it holds (frag_custom).
+        try FFmpeg.check(av_interleaved_write_frame(fc, nil), "flushing interleaved packets")
+        let moovPending = fragmentsWritten == 0
+        try FFmpeg.check(av_write_frame(fc, nil), "writing a fragment to \(path)")
+        // With delay_moov the first flush writes only the moov; flush again for the samples.
+        if moovPending { try FFmpeg.check(av_write_frame(fc, nil), "writing the first fragment to \(path)") }
+        avio_flush(fc.pointee.pb)
+        fragmentsWritten += 1
+        lastFragmentStart = seconds
     }
 
     private func close(deleteFile: Bool) {

@@ -1,10 +1,21 @@
 import CFFmpeg
 import CaptureCore
 
-/// Settings for the H.264 encoder (libx264 through libavcodec).
+/// Video codecs a movie can be written with.
+public enum VideoCodec: String, Sendable, Hashable, CaseIterable {
+    /// H.264 through libx264.
+    case h264
+    /// Motion JPEG through libavcodec's encoder (every frame a JPEG; MOV is its natural home).
+    case mjpeg
+
+    var encoderName: String { self == .h264 ? "libx264" : "mjpeg" }
+}
+
+/// Settings for the video encoder (libx264 or MJPEG through libavcodec).
 public struct VideoEncoderSettings: Sendable, Hashable {
     public enum Preset: String, Sendable, CaseIterable { case ultrafast, superfast, veryfast, faster, fast, medium }
 
+    public var codec: VideoCodec = .h264
     public var dimensions: Dimensions
     /// The pixel format frames arrive in; NV12 and I420 go to x264 as they are, others are converted.
     public var inputPixelFormat: PixelFormat
@@ -20,7 +31,8 @@ public struct VideoEncoderSettings: Sendable, Hashable {
     public var threads: Int = 2
 
     public init(dimensions: Dimensions, inputPixelFormat: PixelFormat, frameDuration: MediaTime,
-                preset: Preset = .veryfast, bitrate: Int? = nil, keyframeInterval: Int? = nil) {
+                preset: Preset = .veryfast, bitrate: Int? = nil, keyframeInterval: Int? = nil, codec: VideoCodec = .h264) {
+        self.codec = codec
         self.dimensions = dimensions
         self.inputPixelFormat = inputPixelFormat
         self.frameDuration = frameDuration
@@ -46,7 +58,9 @@ final class VideoEncoder: @unchecked Sendable {
 
     init(settings: VideoEncoderSettings) throws(CaptureError) {
         _ = FFmpeg.quietLogs
-        guard let codec = avcodec_find_encoder_by_name("libx264") else { throw .encoderUnavailable("libx264") }
+        guard let codec = avcodec_find_encoder_by_name(settings.codec.encoderName) else {
+            throw .encoderUnavailable(settings.codec.encoderName)
+        }
         self.settings = settings
         owner = try CodecContextOwner(codec: codec)
         frame = try FrameOwner()
@@ -54,8 +68,8 @@ final class VideoEncoder: @unchecked Sendable {
         guard let input = FFmpeg.pixelFormat(settings.inputPixelFormat) else {
             throw .formatNotSupported("cannot encode \(settings.inputPixelFormat) frames to H.264 (decode them first)")
         }
-        // x264 takes NV12 and I420 directly; anything else is converted to I420 once.
-        if input == AV_PIX_FMT_NV12 || input == AV_PIX_FMT_YUV420P {
+        // x264 takes NV12 and I420 directly; anything else is converted to I420 once (MJPEG: always I420).
+        if settings.codec == .h264 && (input == AV_PIX_FMT_NV12 || input == AV_PIX_FMT_YUV420P) || input == AV_PIX_FMT_YUV420P {
             encoderPixelFormat = input
             converter = nil
             convertedPool = nil
@@ -70,6 +84,11 @@ final class VideoEncoder: @unchecked Sendable {
         c.pointee.width = Int32(settings.dimensions.width)
         c.pointee.height = Int32(settings.dimensions.height)
         c.pointee.pix_fmt = encoderPixelFormat
+        if settings.codec == .mjpeg {
+            // JPEG's full-range expectation; our frames are video range, tagged as such.
+            c.pointee.color_range = AVCOL_RANGE_MPEG
+            c.pointee.strict_std_compliance = FF_COMPLIANCE_UNOFFICIAL
+        }
         c.pointee.time_base = FFmpeg.rational(settings.frameDuration)
         c.pointee.framerate = AVRational(num: settings.frameDuration.timescale, den: Int32(clamping: settings.frameDuration.value))
         c.pointee.gop_size = Int32(settings.keyframeInterval)
@@ -82,10 +101,21 @@ final class VideoEncoder: @unchecked Sendable {
     /// Opens the codec; `globalHeader` when the container wants SPS/PPS out of band (MP4/MOV).
     func open(globalHeader: Bool) throws(CaptureError) {
         if globalHeader { context.pointee.flags |= Int32(AV_CODEC_FLAG_GLOBAL_HEADER) }
-        let options = OptionsDictionary([("preset", settings.preset.rawValue)]
-            + (settings.bitrate == nil ? [("crf", String(settings.crf))] : []))
-        try FFmpeg.check(avcodec_open2(context, context.pointee.codec, &options.pointer), "opening libx264")
-        try FFmpeg.rejectLeftovers(options.pointer, "libx264")
+        let options: OptionsDictionary
+        switch settings.codec {
+        case .h264:
+            options = OptionsDictionary([("preset", settings.preset.rawValue)]
+                + (settings.bitrate == nil ? [("crf", String(settings.crf))] : []))
+        case .mjpeg:
+            // Quality scale 2…31 (lower is better); 3 ≈ JPEG quality 90.
+            if settings.bitrate == nil {
+                context.pointee.flags |= Int32(AV_CODEC_FLAG_QSCALE)
+                context.pointee.global_quality = 3 * FF_QP2LAMBDA
+            }
+            options = OptionsDictionary([])
+        }
+        try FFmpeg.check(avcodec_open2(context, context.pointee.codec, &options.pointer), "opening \(settings.codec.encoderName)")
+        try FFmpeg.rejectLeftovers(options.pointer, settings.codec.encoderName)
     }
 
     /// Sends one frame (PTS in encoder ticks: frame durations since the file start) and drains packets.
@@ -103,13 +133,13 @@ final class VideoEncoder: @unchecked Sendable {
         f.pointee.pts = ticks
         let sent = avcodec_send_frame(context, f)
         av_frame_unref(f)
-        try FFmpeg.check(sent, "sending a frame to libx264")
+        try FFmpeg.check(sent, "sending a frame to the video encoder")
         try drain(into: sink)
     }
 
     /// Flushes delayed frames at the end of the stream.
     func finish(into sink: (UnsafeMutablePointer<AVPacket>) throws(CaptureError) -> Void) throws(CaptureError) {
-        try FFmpeg.check(avcodec_send_frame(context, nil), "flushing libx264")
+        try FFmpeg.check(avcodec_send_frame(context, nil), "flushing the video encoder")
         try drain(into: sink)
     }
 
@@ -117,7 +147,7 @@ final class VideoEncoder: @unchecked Sendable {
         while true {
             let r = avcodec_receive_packet(context, packet.packet)
             if r == FFmpeg.eagain || r == FFmpeg.eof { return }
-            try FFmpeg.check(r, "receiving a packet from libx264")
+            try FFmpeg.check(r, "receiving a packet from the video encoder")
             packet.packet.pointee.duration = frameTicks
             defer { av_packet_unref(packet.packet) }
             try sink(packet.packet)

@@ -21,6 +21,30 @@ func printError(_ message: String) {
 
 extension CapturePace: ExpressibleByArgument {}
 extension VideoEncoderSettings.Preset: ExpressibleByArgument {}
+extension VideoStabilizationMode: ExpressibleByArgument {}
+extension MovieContainer: ExpressibleByArgument {}
+extension VideoCodec: ExpressibleByArgument {}
+
+/// Runs `action` once when one of `signals` arrives (the default action — terminating — is
+/// replaced while the handler lives).
+// The sources are created and cancelled on the command's task only; Dispatch keeps them thread-safe.
+final class SignalHandler: @unchecked Sendable {
+    private let sources: [any DispatchSourceSignal]
+
+    init(signals: [Int32], action: @escaping @Sendable () -> Void) {
+        sources = signals.map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler(handler: action)
+            source.resume()
+            return source
+        }
+    }
+
+    func cancel() {
+        for source in sources { source.cancel() }
+    }
+}
 
 /// Turns a library error into a clean non-zero exit with its message.
 struct CommandFailure: Error, CustomStringConvertible {

@@ -38,6 +38,30 @@ struct RecordCommand: AsyncParsableCommand {
     @Option(help: "Average video bitrate in bits/s (default: constant quality, CRF 23).")
     var bitrate: Int?
 
+    @Option(name: .customLong("max-duration"), help: "Stop at this many seconds of media with reason maximumDuration.")
+    var maxDuration: Double?
+
+    @Option(name: .customLong("max-file-size"), help: "Stop before the file exceeds this many bytes (reason maximumFileSize).")
+    var maxFileSize: Int64?
+
+    @Option(name: .customLong("fragment-interval"), help: "Seconds per movie fragment; 0 writes an unfragmented file. (default: 10)")
+    var fragmentInterval: Double = 10
+
+    @Option(help: "Clockwise rotation written to the track's display matrix: 0, 90, 180 or 270.")
+    var rotation: Int = 0
+
+    @Flag(help: "Mirror the video left-right (display matrix).")
+    var mirror = false
+
+    @Option(help: "Preferred stabilization: off, standard, cinematic, auto (active mode depends on the format).")
+    var stabilization: VideoStabilizationMode = .off
+
+    @Option(help: "Container: mp4 or mov (default: from OUTPUT's extension).")
+    var container: MovieContainer?
+
+    @Option(name: .customLong("video-codec"), help: "Video codec: h264 or mjpeg.")
+    var videoCodec: VideoCodec = .h264
+
     @Flag(help: "Print the summary as JSON.")
     var json = false
 
@@ -53,6 +77,7 @@ struct RecordCommand: AsyncParsableCommand {
         var pace: String
         var seed: UInt64
         var preset: String
+        var stabilization: String?
         var recording: RecordingSummary
         var wallSeconds: Double
         var speed: Double
@@ -65,6 +90,14 @@ struct RecordCommand: AsyncParsableCommand {
         if let size, Dimensions(parsing: size) == nil { throw ValidationError("--size must look like 1280x720, not '\(size)'") }
         if let fps, fps <= 0 { throw ValidationError("--fps must be positive") }
         if let bitrate, bitrate <= 0 { throw ValidationError("--bitrate must be positive") }
+        if let maxDuration, !(maxDuration > 0) { throw ValidationError("--max-duration must be positive") }
+        if let maxFileSize, maxFileSize <= 0 { throw ValidationError("--max-file-size must be positive") }
+        guard fragmentInterval >= 0, fragmentInterval.isFinite else { throw ValidationError("--fragment-interval must be 0 or more seconds") }
+        guard [0, 90, 180, 270].contains(rotation) else { throw ValidationError("--rotation must be 0, 90, 180 or 270, not \(rotation)") }
+        let ext = (output as NSString).pathExtension.lowercased()
+        if let container, ext != container.rawValue {
+            throw ValidationError("--container \(container.rawValue) does not match the output's extension .\(ext)")
+        }
     }
 
     func run() async throws {
@@ -94,16 +127,36 @@ struct RecordCommand: AsyncParsableCommand {
         settings.preset = preset
         settings.videoBitrate = bitrate
         movie.settings = settings
-        movie.maxRecordedDuration = MediaTime(seconds: duration, preferredTimescale: 1_000_000)
+        settings.codec = videoCodec
+        movie.settings = settings
+        // --duration ends the recording normally; --max-duration is the output's limit (a stop reason).
+        let limit = min(duration, maxDuration ?? .infinity)
+        movie.maxRecordedDuration = MediaTime(seconds: limit, preferredTimescale: 1_000_000)
+        if let maxFileSize { movie.maxRecordedFileSize = maxFileSize }
+        movie.movieFragmentInterval = fragmentInterval > 0
+            ? MediaTime(seconds: fragmentInterval, preferredTimescale: 1_000_000) : .invalid
         let started = Date()
-        let summary: RecordingSummary
+        var summary: RecordingSummary
+        var activeStabilization: VideoStabilizationMode?
         do {
             try session.addOutput(movie)
+            if let video = movie.attachment.connections.first(where: { $0.mediaType == .video }) {
+                try video.setVideoRotationAngle(rotation)
+                try video.setVideoMirrored(mirror)
+                video.preferredVideoStabilizationMode = stabilization
+                activeStabilization = video.activeVideoStabilizationMode
+            }
             try session.startRunning()
             defer { session.stopRunning() }
+            // Ctrl-C / SIGTERM: finish the file and exit 0.
+            let interrupt = SignalHandler(signals: [SIGINT, SIGTERM]) { movie.stopRecording() }
+            defer { interrupt.cancel() }
             summary = try await movie.record(to: output)
         } catch {
             throw CommandFailure(error)
+        }
+        if summary.stopReason == "maximumDuration" && limit == duration && (maxDuration ?? .infinity) > duration {
+            summary.stopReason = "duration"
         }
         let wall = Date().timeIntervalSince(started)
         let info: MediaFileInfo
@@ -116,7 +169,8 @@ struct RecordCommand: AsyncParsableCommand {
             output: output, camera: cameraDevice?.uniqueID,
             cameraFormat: cameraDevice.map { "\($0.activeFormat.formatDescription) @ \(fpsText($0.activeVideoMinFrameDuration)) fps" },
             microphone: micDevice?.uniqueID, microphoneFormat: micDevice.map { "\($0.activeFormat.formatDescription)" },
-            pace: pace.rawValue, seed: seed, preset: preset.rawValue, recording: summary, wallSeconds: wall,
+            pace: pace.rawValue, seed: seed, preset: preset.rawValue, stabilization: activeStabilization?.rawValue,
+            recording: summary, wallSeconds: wall,
             speed: wall > 0 ? summary.duration / wall : 0, file: info)
         if json {
             print(encodeJSON(result))
@@ -146,6 +200,7 @@ struct RecordCommand: AsyncParsableCommand {
     private func printHuman(_ s: Summary) {
         print("Recorded \(s.output): \(String(format: "%.3f", s.recording.duration)) s, \(s.recording.fileSize) bytes, "
               + "\(s.recording.videoFrames) video frames, \(s.recording.audioSamples) audio samples")
+        print("  stopped: \(s.recording.stopReason), file usable: \(s.recording.fileIsUsable)")
         print("  in \(String(format: "%.2f", s.wallSeconds)) s wall time (\(String(format: "%.2f", s.speed))x real time, pace \(s.pace), seed \(s.seed), preset \(s.preset))")
         if let c = s.camera { print("  camera      \(c): \(s.cameraFormat ?? "")") }
         if let m = s.microphone { print("  microphone  \(m): \(s.microphoneFormat ?? "")") }
