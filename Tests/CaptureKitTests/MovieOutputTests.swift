@@ -102,13 +102,16 @@ import Testing
             }
         }
         let data = VideoDataOutput()
-        // Synchronous with the pump in virtual time: the switcher runs before the next frame is made.
-        data.setSampleBufferDelegate(Switcher(movie), queue: DispatchQueue(label: "switch"))
         try session.addOutput(data)
         try session.startRunning()
         defer { session.stopRunning() }
         let path = try TestSupport.temporaryDirectory() + "/paused.mp4"
-        let summary = try await movie.record(to: path)
+        let recording = Task { try await movie.record(to: path) }
+        while !movie.isRecording { try await Task.sleep(for: .milliseconds(1)) }
+        // Only now does the data output consume, so the movie starts on frame 0. In virtual time the
+        // pump waits for each callback, so the switcher acts before the next frame is made.
+        data.setSampleBufferDelegate(Switcher(movie), queue: DispatchQueue(label: "switch"))
+        let summary = try await recording.value
         #expect(summary.pausedDuration == 1.0)
         #expect(summary.videoFrames == 60)
         let report = try TestSupport.analyze(path)
