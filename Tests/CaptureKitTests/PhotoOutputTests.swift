@@ -1,0 +1,120 @@
+import CaptureKit
+import Foundation
+import Synchronization
+import Testing
+
+/// Records the order of a photo request's delegate phases.
+final class PhaseRecorder: PhotoCaptureDelegate {
+    let phases = Mutex<[String]>([])
+    let photo = Mutex<CapturePhoto?>(nil)
+    let error = Mutex<CaptureError?>(nil)
+
+    func photoOutput(_ output: PhotoOutput, willBeginCaptureFor settings: ResolvedPhotoSettings) { phases.withLock { $0.append("willBegin") } }
+    func photoOutput(_ output: PhotoOutput, willCapturePhotoFor settings: ResolvedPhotoSettings) { phases.withLock { $0.append("willCapture") } }
+    func photoOutput(_ output: PhotoOutput, didCapturePhotoFor settings: ResolvedPhotoSettings) { phases.withLock { $0.append("didCapture") } }
+    func photoOutput(_ output: PhotoOutput, didFinishProcessingPhoto photo: CapturePhoto?, error: CaptureError?) {
+        phases.withLock { $0.append("didFinishProcessing") }
+        self.photo.withLock { $0 = photo }
+        self.error.withLock { $0 = error }
+    }
+    func photoOutput(_ output: PhotoOutput, didFinishCaptureFor settings: ResolvedPhotoSettings, error: CaptureError?) {
+        phases.withLock { $0.append("didFinishCapture") }
+    }
+
+    func waitForFinish() async {
+        for _ in 0..<1000 where !phases.withLock({ $0.contains("didFinishCapture") }) {
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+    }
+}
+
+@Suite struct PhotoOutputTests {
+    private func rig() throws -> (CaptureSession, PhotoOutput) {
+        let registry = CaptureKit.makeRegistry()
+        let session = CaptureSession(pace: .virtual)
+        try session.setSessionPreset(.vga640x480)
+        try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "sim:back")))
+        let output = PhotoOutput()
+        try session.addOutput(output)
+        try session.startRunning()
+        return (session, output)
+    }
+
+    @Test func phasesRunInOrderAndTheRotationBecomesExifOrientation() async throws {
+        let (session, output) = try rig()
+        defer { session.stopRunning() }
+        try #require(output.attachment.connections.first).setVideoRotationAngle(90)
+        let recorder = PhaseRecorder()
+        try output.capturePhoto(with: PhotoSettings(quality: 0.8), delegate: recorder)
+        await recorder.waitForFinish()
+        #expect(recorder.phases.withLock { $0 } == ["willBegin", "willCapture", "didCapture", "didFinishProcessing", "didFinishCapture"])
+        let photo = try #require(recorder.photo.withLock { $0 })
+        #expect(photo.exifOrientation == 6)
+        let jpeg = photo.fileDataRepresentation()
+        #expect(ExifOrientation.read(from: jpeg) == 6)
+        #expect(photo.resolvedSettings.photoDimensions == Dimensions(width: 640, height: 480))
+        // libturbojpeg decodes it (pixels unrotated, stamp readable) …
+        let decoded = try JPEGCodec().decode(jpeg)
+        #expect(decoded.width == 640 && decoded.height == 480)
+        let index = FrameStampReader.frameIndex(in: LumaPlane(
+            base: UnsafeRawBufferPointer(start: decoded.baseAddress(ofPlane: 0), count: decoded.bytesPerRow[0] * 480),
+            width: 640, height: 480, bytesPerRow: decoded.bytesPerRow[0]))
+        #expect(index == UInt32(photo.timestamp.value * 30 / Int64(photo.timestamp.timescale)))
+        // … and so does ffmpeg, which also sees the EXIF orientation.
+        let path = try TestSupport.temporaryDirectory() + "/photo.jpg"
+        try Data(jpeg).write(to: URL(fileURLWithPath: path))
+        let check = try TestSupport.run("ffmpeg", ["-v", "error", "-i", path, "-f", "null", "-"])
+        #expect(check.status == 0 && check.stderr.isEmpty)
+        let frames = try TestSupport.run("ffprobe", ["-v", "error", "-show_frames", "-of", "json", path])
+        #expect(frames.stdout.contains("\"Orientation\": \"6\"") || frames.stdout.contains("rotation"), "\(frames.stdout.prefix(600))")
+    }
+
+    @Test func requestsAreValidatedWhenMade() throws {
+        let (session, output) = try rig()
+        defer { session.stopRunning() }
+        let settings = PhotoSettings()
+        let recorder = PhaseRecorder()
+        try output.capturePhoto(with: settings, delegate: recorder)
+        #expect(throws: CaptureError.self) { try output.capturePhoto(with: settings, delegate: recorder) }
+        #expect(throws: CaptureError.self) { try output.capturePhoto(with: PhotoSettings(quality: 1.5), delegate: recorder) }
+        #expect(!output.isFlashSupported)
+        #expect(throws: CaptureError.self) { try output.capturePhoto(with: PhotoSettings(flashMode: .on), delegate: recorder) }
+        // A copy is a new request.
+        try output.capturePhoto(with: PhotoSettings(from: settings), delegate: recorder)
+        let idle = PhotoOutput()
+        #expect(throws: CaptureError.noInputs) { try idle.capturePhoto(with: PhotoSettings(), delegate: recorder) }
+    }
+
+    @Test func qualityChangesTheFileAndStopFailsPendingRequests() async throws {
+        let (session, output) = try rig()
+        let high = PhaseRecorder(), low = PhaseRecorder()
+        try output.capturePhoto(with: PhotoSettings(quality: 0.95), delegate: high)
+        await high.waitForFinish()
+        try output.capturePhoto(with: PhotoSettings(quality: 0.3), delegate: low)
+        await low.waitForFinish()
+        let h = try #require(high.photo.withLock { $0 }).fileDataRepresentation().count
+        let l = try #require(low.photo.withLock { $0 }).fileDataRepresentation().count
+        #expect(l < h)
+        session.stopRunning()
+        let late = PhaseRecorder()
+        #expect(throws: CaptureError.sessionNotRunning) { try output.capturePhoto(with: PhotoSettings(), delegate: late) }
+    }
+
+    @Test func legacyStillImageCallReturnsJPEG() async throws {
+        let registry = CaptureKit.makeRegistry()
+        let session = CaptureSession(pace: .virtual)
+        try session.setSessionPreset(.vga640x480)
+        try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "sim:back")))
+        let still = StillImageOutput(quality: 0.7)
+        try session.addOutput(still)
+        try session.startRunning()
+        defer { session.stopRunning() }
+        let connection = try #require(still.attachment.connections.first)
+        let data: [UInt8] = try await withCheckedThrowingContinuation { continuation in
+            still.captureStillImageAsynchronously(from: connection) { result in continuation.resume(with: result) }
+        }
+        #expect(data.prefix(2) == [0xFF, 0xD8])
+        let image = try JPEGCodec().decode(data)
+        #expect(image.width == 640 && image.height == 480)
+    }
+}
