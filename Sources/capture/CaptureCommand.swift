@@ -11,7 +11,7 @@ struct CaptureCommand: AsyncParsableCommand {
             Devices are named by unique ID: sim:back (simulated camera), sim:mic (simulated microphone).
             Simulated frames carry a frame-index stamp and A/V sync markers (see README).
             """,
-        subcommands: [RecordCommand.self, DevicesCommand.self])
+        subcommands: [RecordCommand.self, PhotoCommand.self, DevicesCommand.self])
 }
 
 /// Writes to standard error (the CLI's messages; results go to standard output).
@@ -49,8 +49,8 @@ final class SignalHandler: @unchecked Sendable {
 /// Turns a library error into a clean non-zero exit with its message.
 struct CommandFailure: Error, CustomStringConvertible {
     let description: String
-    init(_ error: CaptureError) { description = "error: \(error)" }
-    init(_ message: String) { description = "error: \(message)" }
+    init(_ error: CaptureError) { description = "\(error)" }
+    init(_ message: String) { description = message }
 }
 
 func encodeJSON<T: Encodable>(_ value: T) -> String {

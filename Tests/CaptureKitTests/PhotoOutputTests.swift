@@ -66,7 +66,8 @@ final class PhaseRecorder: PhotoCaptureDelegate {
         let check = try TestSupport.run("ffmpeg", ["-v", "error", "-i", path, "-f", "null", "-"])
         #expect(check.status == 0 && check.stderr.isEmpty)
         let frames = try TestSupport.run("ffprobe", ["-v", "error", "-show_frames", "-of", "json", path])
-        #expect(frames.stdout.contains("\"Orientation\": \"6\"") || frames.stdout.contains("rotation"), "\(frames.stdout.prefix(600))")
+        // ffmpeg reads the EXIF tag and turns it into a −90° (counter-clockwise) display rotation.
+        #expect(frames.stdout.contains("\"rotation\": -90"), "\(frames.stdout.prefix(600))")
     }
 
     @Test func requestsAreValidatedWhenMade() throws {
