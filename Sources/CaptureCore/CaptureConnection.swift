@@ -200,3 +200,10 @@ public protocol CaptureOutput: AnyObject, Sendable {
 extension CaptureOutput {
     public func didDrop(_ gap: Discontinuity, before sample: SampleBuffer, from connection: CaptureConnection) {}
 }
+
+extension CaptureOutput {
+    /// The output's first connection carrying `mediaType` (AVCaptureOutput.connection(with:)).
+    public func connection(with mediaType: MediaType) -> CaptureConnection? {
+        attachment.connections.first { $0.mediaType == mediaType }
+    }
+}

@@ -173,7 +173,7 @@ public final class CaptureSession: Sendable {
     }
 
     /// Rebuilds connections, applies the preset and, while running, starts/stops streams to match.
-    private func applyChanges() {
+    private func applyChanges(startingStreams: Bool = true) {
         let (outputs, connections, running) = state.withLock { s -> ([any CaptureOutput], [CaptureConnection], Bool) in
             var connections: [CaptureConnection] = []
             for output in s.outputs {
@@ -193,9 +193,9 @@ public final class CaptureSession: Sendable {
             output.attachment.setRunning(running)
         }
         applyPreset()
-        if running {
+        if running && startingStreams {
             do {
-                try syncStreams()
+                try syncStreams(anchor: nil)
             } catch {
                 events.send(.runtimeError(error))
             }
@@ -239,15 +239,15 @@ public final class CaptureSession: Sendable {
             s.generation += 1
         }
         observeAvailability()
-        applyChanges()
-        applyPreset()
+        applyChanges(startingStreams: false)
         do {
             if let reason = unavailableReason() {
                 state.withLock { $0.interruption = reason }
                 events.send(.interrupted(reason))
                 return
             }
-            try syncStreams()
+            // Every stream of one start shares one anchor, so simulated A/V content lines up.
+            try syncStreams(anchor: state.withLock { $0.hostAnchor })
         } catch {
             stopStreams()
             state.withLock { $0.wantsRunning = false }
@@ -282,7 +282,7 @@ public final class CaptureSession: Sendable {
     }
 
     private func unavailableReason() -> InterruptionReason? {
-        inputs.lazy.compactMap { DeviceAvailability.shared.reason(for: $0.device.uniqueID) }.first
+        inputs.lazy.compactMap { DeviceAvailability.shared.reason(for: $0.device) }.first
     }
 
     private func observeAvailability() {
@@ -294,10 +294,10 @@ public final class CaptureSession: Sendable {
 
     /// Interrupts when one of our devices becomes unavailable; resumes when all are back, unless stopped.
     private func availabilityChanged(_ change: DeviceAvailability.Change) {
-        let ids = Set(inputs.map(\.device.uniqueID))
+        let mine = inputs.map(\.device)
         switch change {
-        case .unavailable(let id, let reason):
-            guard ids.contains(id) else { return }
+        case .unavailable(let device, let reason):
+            guard mine.contains(where: { $0 === device }) else { return }
             let interrupt = state.withLock { s -> Bool in
                 guard s.wantsRunning, s.interruption == nil else { return false }
                 s.interruption = reason
@@ -311,17 +311,18 @@ public final class CaptureSession: Sendable {
                 output.sessionDidStop()
             }
             events.send(.interrupted(reason))
-        case .available(let id):
-            guard ids.contains(id), unavailableReason() == nil else { return }
+        case .available(let device):
+            guard mine.contains(where: { $0 === device }), unavailableReason() == nil else { return }
             let resume = state.withLock { s -> Bool in
                 guard s.wantsRunning, s.interruption != nil else { return false }
                 s.interruption = nil
                 s.generation += 1
+                s.hostAnchor = HostClock.now()
                 return true
             }
             guard resume else { return }
             do {
-                try syncStreams()
+                try syncStreams(anchor: state.withLock { $0.hostAnchor })
             } catch {
                 events.send(.runtimeError(error))
                 return
@@ -332,11 +333,12 @@ public final class CaptureSession: Sendable {
         }
     }
 
-    /// Starts streams for inputs that lack one and stops those whose input left.
-    private func syncStreams() throws(CaptureError) {
-        let (inputs, entries, anchor) = state.withLock { s in
-            (s.inputs, s.streams, pace == .virtual ? s.virtualNow : s.hostAnchor)
-        }
+    /// Starts streams for inputs that lack one and stops those whose input left. Real-time streams
+    /// start at `anchor` (shared by a start) or now (an input added while running); virtual ones at
+    /// the current virtual time.
+    private func syncStreams(anchor requested: MediaTime?) throws(CaptureError) {
+        let (inputs, entries, virtualNow) = state.withLock { s in (s.inputs, s.streams, s.virtualNow) }
+        let anchor = pace == .virtual ? virtualNow : (requested ?? HostClock.now())
         for entry in entries where !inputs.contains(where: { $0 === entry.input }) {
             stop(entry)
         }
@@ -347,7 +349,7 @@ public final class CaptureSession: Sendable {
                 let configuration = StreamConfiguration(format: device.activeFormat,
                                                         frameDuration: device.activeVideoMinFrameDuration, pace: pace)
                 let stream = try device.driverDevice().makeStream(configuration)
-                try stream.start(at: pace == .virtual ? anchor : max(anchor, HostClock.now()))
+                try stream.start(at: anchor)
                 let entry = StreamEntry(input: input, stream: stream)
                 state.withLock { $0.streams.append(entry) }
                 if pace == .realtime { spawnRealtimePump(entry) }

@@ -9,35 +9,36 @@ public enum InterruptionReason: String, Sendable, Hashable, Codable {
     case videoDeviceNotAvailableDueToSystemPressure
 }
 
-/// Process-wide availability of devices. A backend (or a simulator fault) marks a device
-/// unavailable with a reason; sessions using it are interrupted and resume when it comes back.
+/// Process-wide availability of device objects. A backend (or a simulator fault, or a test) marks
+/// a device unavailable with a reason; sessions using it are interrupted and resume when it comes
+/// back. Keyed by device object, so separate registries (separate simulators) never interfere.
 public final class DeviceAvailability: Sendable {
     public static let shared = DeviceAvailability()
 
     public enum Change: Sendable {
-        case unavailable(deviceID: String, reason: InterruptionReason)
-        case available(deviceID: String)
+        case unavailable(CaptureDevice, reason: InterruptionReason)
+        case available(CaptureDevice)
     }
 
-    private let unavailable = Mutex<[String: InterruptionReason]>([:])
+    private let unavailable = Mutex<[ObjectIdentifier: InterruptionReason]>([:])
     private let changes = EventBroadcaster<Change>()
     private let observers = Mutex<[Int: @Sendable (Change) -> Void]>([:])
     private let nextObserver = Atomic<Int>(0)
 
     public init() {}
 
-    public func reason(for deviceID: String) -> InterruptionReason? {
-        unavailable.withLock { $0[deviceID] }
+    public func reason(for device: CaptureDevice) -> InterruptionReason? {
+        unavailable.withLock { $0[ObjectIdentifier(device)] }
     }
 
-    public func markUnavailable(_ deviceID: String, reason: InterruptionReason) {
-        unavailable.withLock { $0[deviceID] = reason }
-        notify(.unavailable(deviceID: deviceID, reason: reason))
+    public func markUnavailable(_ device: CaptureDevice, reason: InterruptionReason) {
+        unavailable.withLock { $0[ObjectIdentifier(device)] = reason }
+        notify(.unavailable(device, reason: reason))
     }
 
-    public func markAvailable(_ deviceID: String) {
-        let was = unavailable.withLock { $0.removeValue(forKey: deviceID) }
-        if was != nil { notify(.available(deviceID: deviceID)) }
+    public func markAvailable(_ device: CaptureDevice) {
+        let was = unavailable.withLock { $0.removeValue(forKey: ObjectIdentifier(device)) }
+        if was != nil { notify(.available(device)) }
     }
 
     /// Changes as an AsyncSequence.

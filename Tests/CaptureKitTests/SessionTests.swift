@@ -1,0 +1,209 @@
+import CaptureKit
+import Foundation
+import Synchronization
+import Testing
+
+/// Counts frames per output so tests can see what flows where.
+private final class FrameCounter: VideoDataOutputSampleBufferDelegate {
+    let count = Mutex(0)
+    let sizes = Mutex<Set<Int>>([])
+    func dataOutput(_ output: VideoDataOutput, didOutput sample: SampleBuffer, from connection: CaptureConnection) {
+        count.withLock { $0 += 1 }
+        if let p = sample.pixelBuffer { sizes.withLock { _ = $0.insert(p.width) } }
+    }
+}
+
+private func waitUntil(_ condition: () -> Bool) async {
+    for _ in 0..<1000 where !condition() { try? await Task.sleep(for: .milliseconds(5)) }
+}
+
+@Suite struct SessionTests {
+    // Each test gets its own simulator, so device state never leaks between parallel tests.
+    let registry = CaptureKit.makeRegistry()
+
+    @Test func presetsPickFormatsAndAManualFormatMeansInputPriority() throws {
+        let session = CaptureSession()
+        let device = try registry.device(uniqueID: "sim:back")
+        #expect(session.sessionPreset == .high)
+        try session.addInput(CaptureDeviceInput(device: device))
+        // high: the largest format up to 1080p30.
+        #expect(device.activeFormat.dimensions == Dimensions(width: 1920, height: 1080))
+        #expect(session.canSetSessionPreset(.hd1280x720))
+        #expect(!session.canSetSessionPreset(.hd4K3840x2160))
+        #expect(!session.canSetSessionPreset(.iFrame960x540))
+        #expect(throws: CaptureError.self) { try session.setSessionPreset(.hd4K3840x2160) }
+        try session.setSessionPreset(.hd1280x720)
+        #expect(device.activeFormat.dimensions == Dimensions(width: 1280, height: 720))
+        try session.setSessionPreset(.low)
+        #expect(device.activeFormat.dimensions == Dimensions(width: 640, height: 480))
+        #expect(session.sessionPreset == .low)
+        // The app picks a format itself: the session switches to input priority.
+        let hd = try #require(device.format(matching: Dimensions(width: 1280, height: 720), frameRate: 30))
+        try device.lockForConfiguration()
+        try device.setActiveFormat(hd)
+        device.unlockForConfiguration()
+        #expect(session.sessionPreset == .inputPriority)
+        #expect(SessionPreset.allCases.count == 12)
+    }
+
+    @Test func configurationAppliesOnlyAtTheOutermostCommit() throws {
+        let session = CaptureSession()
+        let device = try registry.device(uniqueID: "sim:back")
+        let output = VideoDataOutput()
+        session.beginConfiguration()
+        session.beginConfiguration()
+        try session.addInput(CaptureDeviceInput(device: device))
+        try session.addOutput(output)
+        try session.setSessionPreset(.vga640x480)
+        #expect(output.attachment.connections.isEmpty)
+        #expect(throws: CaptureError.self) { try session.startRunning() }
+        session.commitConfiguration()
+        #expect(output.attachment.connections.isEmpty, "still inside the outer block")
+        session.commitConfiguration()
+        #expect(output.attachment.connections.count == 1)
+        #expect(device.activeFormat.dimensions == Dimensions(width: 640, height: 480))
+        try session.startRunning()
+        session.stopRunning()
+    }
+
+    @Test func inputsAndOutputsCanChangeWhileRunning() async throws {
+        let session = CaptureSession()
+        try session.setSessionPreset(.vga640x480)
+        let output = VideoDataOutput()
+        let counter = FrameCounter()
+        output.setSampleBufferDelegate(counter, queue: DispatchQueue(label: "count"))
+        try session.addOutput(output)
+        try session.startRunning()
+        defer { session.stopRunning() }
+        #expect(session.isRunning)
+        let input = try CaptureDeviceInput(device: registry.device(uniqueID: "sim:back"))
+        #expect(session.canAddInput(input))
+        try session.addInput(input)
+        await waitUntil { counter.count.withLock { $0 } >= 10 }
+        #expect(counter.count.withLock { $0 } >= 10)
+        session.removeInput(input)
+        let after = counter.count.withLock { $0 }
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(counter.count.withLock { $0 } <= after + 1, "no frames once the input is gone")
+        let late = VideoDataOutput()
+        #expect(session.canAddOutput(late))
+        try session.addOutput(late)
+        #expect(!session.canAddOutput(late))
+    }
+
+    @Test func disabledConnectionsDeliverNothing() async throws {
+        let session = CaptureSession()
+        try session.setSessionPreset(.vga640x480)
+        try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "sim:back")))
+        let a = VideoDataOutput(), b = VideoDataOutput()
+        let countA = FrameCounter(), countB = FrameCounter()
+        a.setSampleBufferDelegate(countA, queue: DispatchQueue(label: "a"))
+        b.setSampleBufferDelegate(countB, queue: DispatchQueue(label: "b"))
+        try session.addOutput(a)
+        try session.addOutput(b)
+        let connection = try #require(b.attachment.connections.first)
+        connection.isEnabled = false
+        #expect(!connection.isActive)
+        try session.startRunning()
+        await waitUntil { countA.count.withLock { $0 } >= 20 }
+        session.stopRunning()
+        #expect(countA.count.withLock { $0 } >= 20)
+        #expect(countB.count.withLock { $0 } == 0)
+    }
+
+    @Test func eventsInterruptionAndAutomaticResume() async throws {
+        let session = CaptureSession()
+        try session.setSessionPreset(.vga640x480)
+        let device = try registry.device(uniqueID: "sim:back")
+        try session.addInput(CaptureDeviceInput(device: device))
+        let output = VideoDataOutput()
+        let counter = FrameCounter()
+        output.setSampleBufferDelegate(counter, queue: DispatchQueue(label: "count"))
+        try session.addOutput(output)
+        let events = session.eventStream()
+        let seen = Mutex<[String]>([])
+        let listener = Task {
+            for await event in events {
+                let name: String
+                switch event {
+                case .started: name = "started"
+                case .stopped: name = "stopped"
+                case .interrupted(let reason): name = "interrupted(\(reason.rawValue))"
+                case .interruptionEnded: name = "interruptionEnded"
+                case .runtimeError: name = "runtimeError"
+                case .streamEnded: name = "streamEnded"
+                }
+                seen.withLock { $0.append(name) }
+            }
+        }
+        try session.startRunning()
+        await waitUntil { counter.count.withLock { $0 } >= 5 }
+        let availability = DeviceAvailability.shared
+        availability.markUnavailable(device, reason: .videoDeviceNotAvailableDueToSystemPressure)
+        #expect(session.isInterrupted && !session.isRunning)
+        let during = counter.count.withLock { $0 }
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(counter.count.withLock { $0 } <= during + 1)
+        availability.markAvailable(device)
+        #expect(session.isRunning)
+        await waitUntil { counter.count.withLock { $0 } >= during + 10 }
+        session.stopRunning()
+        await waitUntil { seen.withLock { $0.count } >= 4 }
+        listener.cancel()
+        #expect(seen.withLock { $0 } == ["started", "interrupted(videoDeviceNotAvailableDueToSystemPressure)", "interruptionEnded", "stopped"])
+        #expect(counter.count.withLock { $0 } >= during + 10)
+    }
+
+    @Test func oneDeviceFeedsOneRunningSessionButTwoCamerasRunAtOnce() async throws {
+        let camera = try registry.device(uniqueID: "sim:back")
+        let first = CaptureSession(), second = CaptureSession()
+        try first.setSessionPreset(.vga640x480)
+        try first.addInput(CaptureDeviceInput(device: camera))
+        try second.addInput(CaptureDeviceInput(device: camera))
+        try first.startRunning()
+        #expect(throws: CaptureError.deviceInUse("sim:back")) { try second.startRunning() }
+        #expect(!second.isRunning)
+        first.stopRunning()
+        try second.startRunning()
+        second.stopRunning()
+
+        // Two simulators' cameras (separate registries) record side by side.
+        let other = try CaptureKit.makeRegistry(seed: 5).device(uniqueID: "sim:back")
+        let a = CaptureSession(), b = CaptureSession()
+        for (session, device) in [(a, camera), (b, other)] {
+            try session.setSessionPreset(.vga640x480)
+            try session.addInput(CaptureDeviceInput(device: device))
+        }
+        let outA = MovieFileOutput(), outB = MovieFileOutput()
+        for (session, out) in [(a, outA), (b, outB)] {
+            out.maxRecordedDuration = MediaTime(value: 1, timescale: 1)
+            try session.addOutput(out)
+            try session.startRunning()
+        }
+        let dir = try TestSupport.temporaryDirectory()
+        async let ra = outA.record(to: dir + "/a.mp4")
+        async let rb = outB.record(to: dir + "/b.mp4")
+        let (sa, sb) = try await (ra, rb)
+        a.stopRunning()
+        b.stopRunning()
+        #expect(sa.videoFrames == 30 && sb.videoFrames == 30)
+    }
+
+    @Test func stabilizationReportsWhatTheFormatSupports() throws {
+        let session = CaptureSession()
+        try session.setSessionPreset(.vga640x480)
+        try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "sim:back")))
+        let movie = MovieFileOutput()
+        try session.addOutput(movie)
+        let connection = try #require(movie.connection(with: .video))
+        #expect(connection.preferredVideoStabilizationMode == .off)
+        #expect(connection.activeVideoStabilizationMode == .off)
+        connection.preferredVideoStabilizationMode = .auto
+        let supported = connection.input.device.activeFormat.supportedStabilizationModes
+        #expect(connection.activeVideoStabilizationMode != .auto)
+        #expect(connection.isVideoStabilizationSupported == supported.contains { $0 != .off })
+        if supported.contains(.cinematic) { #expect(connection.activeVideoStabilizationMode == .cinematic) }
+        #expect(movie.connection(with: .audio) == nil)
+        #expect(try #require(movie.connection(with: .video)).videoOrientation == .landscapeRight)
+    }
+}
