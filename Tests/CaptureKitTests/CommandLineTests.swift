@@ -60,4 +60,43 @@ import Testing
         let noInputs = try TestSupport.run(Self.binary, ["record", "--duration", "1", dir + "/w.mp4"])
         #expect(noInputs.status != 0)
     }
+
+    @Test func interruptFinalizesTheFileAndExitsZero() async throws {
+        let path = try TestSupport.temporaryDirectory() + "/interrupted.mp4"
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.binary)
+        process.arguments = ["record", "--camera", "sim:back", "--microphone", "sim:mic", "--duration", "30",
+                             "--fragment-interval", "0", "--preset", "ultrafast", "--json", path]
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        try await Task.sleep(for: .milliseconds(1500))
+        kill(process.processIdentifier, SIGINT)
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        let summary = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let recording = try #require(summary["recording"] as? [String: Any])
+        #expect(recording["stopReason"] as? String == "requested")
+        // Unfragmented (--fragment-interval 0): only a finalized file has its moov and plays.
+        let decode = try TestSupport.run("ffmpeg", ["-v", "error", "-i", path, "-f", "null", "-"])
+        #expect(decode.status == 0 && decode.stderr.isEmpty, "\(decode.stderr)")
+        let frames = recording["videoFrames"] as? Int ?? 0
+        #expect(frames >= 15 && frames <= 60, "about 1.5 s of real-time frames, got \(frames)")
+    }
+
+    @Test func photoWritesAJPEGWithOrientation() throws {
+        let dir = try TestSupport.temporaryDirectory()
+        let result = try TestSupport.run(Self.binary, ["photo", "--camera", "sim:back", "--rotation", "180", "--quality", "0.6",
+                                                       "--json", dir + "/still.jpg"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: dir + "/still.jpg")))
+        #expect(ExifOrientation.read(from: bytes) == 3)
+        #expect(try JPEGCodec().decode(bytes).width == 640)
+        let noFlash = try TestSupport.run(Self.binary, ["photo", "--camera", "sim:back", "--flash", "on", dir + "/flash.jpg"])
+        if noFlash.status != 0 { #expect(noFlash.stderr.contains("flash")) }
+        let exists = try TestSupport.run(Self.binary, ["photo", "--camera", "sim:back", dir + "/still.jpg"])
+        #expect(exists.status != 0 && exists.stderr.contains("already exists"))
+    }
 }
