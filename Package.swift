@@ -42,10 +42,15 @@ let package = Package(
         // The deterministic simulator backend and its device profiles.
         .target(
             name: "CaptureSimulator", dependencies: ["CaptureCore"], path: "Simulator/Sources"),
+        // The V4L2 camera backend (real kernel drivers) and the ALSA microphone backend.
+        .target(
+            name: "CaptureV4L2",
+            dependencies: ["CaptureCore", "CaptureMedia", "CV4L2", "CCaptureShims"],
+            path: "Sources/CaptureV4L2"),
         // The public umbrella: re-exports the modules and adds the file outputs.
         .target(
             name: "CaptureKit",
-            dependencies: ["CaptureCore", "CaptureMedia", "CaptureAnalysis", "CaptureSimulator"],
+            dependencies: ["CaptureCore", "CaptureMedia", "CaptureAnalysis", "CaptureSimulator", "CaptureV4L2"],
             path: "Sources/CaptureKit"),
         .executableTarget(
             name: "capture",
