@@ -47,10 +47,14 @@ let package = Package(
             name: "CaptureV4L2",
             dependencies: ["CaptureCore", "CaptureMedia", "CV4L2", "CCaptureShims"],
             path: "Sources/CaptureV4L2"),
+        .target(
+            name: "CaptureALSA",
+            dependencies: ["CaptureCore", "CALSA", "CCaptureShims"],
+            path: "Sources/CaptureALSA"),
         // The public umbrella: re-exports the modules and adds the file outputs.
         .target(
             name: "CaptureKit",
-            dependencies: ["CaptureCore", "CaptureMedia", "CaptureAnalysis", "CaptureSimulator", "CaptureV4L2"],
+            dependencies: ["CaptureCore", "CaptureMedia", "CaptureAnalysis", "CaptureSimulator", "CaptureV4L2", "CaptureALSA"],
             path: "Sources/CaptureKit"),
         .executableTarget(
             name: "capture",
@@ -60,6 +64,10 @@ let package = Package(
         .testTarget(name: "CaptureCoreTests", dependencies: ["CaptureCore"], path: "Tests/CaptureCoreTests"),
         .testTarget(name: "CaptureAnalysisTests", dependencies: ["CaptureAnalysis"], path: "Tests/CaptureAnalysisTests"),
         .testTarget(name: "CaptureKitTests", dependencies: ["CaptureKit"], path: "Tests/CaptureKitTests"),
+        // Host-side tests of the real backends: V4L2 against a fake kernel, ALSA on a file PCM.
+        .testTarget(
+            name: "CaptureLinuxTests", dependencies: ["CaptureV4L2", "CaptureALSA", "CV4L2"],
+            path: "Tests/CaptureLinuxTests"),
     ],
     swiftLanguageModes: [.v6]
 )
