@@ -68,6 +68,8 @@ let package = Package(
         .testTarget(
             name: "CaptureLinuxTests", dependencies: ["CaptureV4L2", "CaptureALSA", "CV4L2"],
             path: "Tests/CaptureLinuxTests"),
+        // Real kernel drivers (vivid, snd-aloop): skip on hosts without them, run inside ci/vm-run.
+        .testTarget(name: "CaptureDeviceTests", dependencies: ["CaptureKit"], path: "Tests/CaptureDeviceTests"),
     ],
     swiftLanguageModes: [.v6]
 )

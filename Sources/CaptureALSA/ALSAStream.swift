@@ -95,11 +95,12 @@ final class ALSAStream: DriverStream, @unchecked Sendable {
               snd_pcm_hw_params_set_rate(pcm, hw, UInt32(format.sampleRate), 0) == 0 else {
             throw .formatNotSupported("\(format) on \(name)")
         }
-        // ≤ 10 ms periods for low latency; eight of them of headroom against overruns.
+        // ≤ 10 ms periods for low latency (each read returns one); 32 periods of buffer as headroom
+        // against overruns when the reading thread is starved (the buffer size adds no latency).
         var period = snd_pcm_uframes_t(format.sampleRate / 100)
         var dir: Int32 = 0
         try check(snd_pcm_hw_params_set_period_size_near(pcm, hw, &period, &dir), "period size")
-        var buffer = period * 8
+        var buffer = period * 32
         try check(snd_pcm_hw_params_set_buffer_size_near(pcm, hw, &buffer), "buffer size")
         try check(snd_pcm_hw_params(pcm, hw), "snd_pcm_hw_params")
         // Read back what the hardware granted.

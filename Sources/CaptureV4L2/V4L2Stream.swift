@@ -33,7 +33,7 @@ final class V4L2Stream: DriverStream, @unchecked Sendable {
     private var pool: PixelBufferPool?
     private var jpeg: JPEGCodec?
 
-    static let bufferCount: UInt32 = 4
+    static let bufferCount: UInt32 = 8
 
     init(device: V4L2Device, pixelFormat: PixelFormat, size: Dimensions, frameDuration: MediaTime) {
         self.device = device
