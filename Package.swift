@@ -42,10 +42,19 @@ let package = Package(
         // The deterministic simulator backend and its device profiles.
         .target(
             name: "CaptureSimulator", dependencies: ["CaptureCore"], path: "Simulator/Sources"),
+        // The V4L2 camera backend (real kernel drivers) and the ALSA microphone backend.
+        .target(
+            name: "CaptureV4L2",
+            dependencies: ["CaptureCore", "CaptureMedia", "CV4L2", "CCaptureShims"],
+            path: "Sources/CaptureV4L2"),
+        .target(
+            name: "CaptureALSA",
+            dependencies: ["CaptureCore", "CALSA", "CCaptureShims"],
+            path: "Sources/CaptureALSA"),
         // The public umbrella: re-exports the modules and adds the file outputs.
         .target(
             name: "CaptureKit",
-            dependencies: ["CaptureCore", "CaptureMedia", "CaptureAnalysis", "CaptureSimulator"],
+            dependencies: ["CaptureCore", "CaptureMedia", "CaptureAnalysis", "CaptureSimulator", "CaptureV4L2", "CaptureALSA"],
             path: "Sources/CaptureKit"),
         .executableTarget(
             name: "capture",
@@ -55,6 +64,12 @@ let package = Package(
         .testTarget(name: "CaptureCoreTests", dependencies: ["CaptureCore"], path: "Tests/CaptureCoreTests"),
         .testTarget(name: "CaptureAnalysisTests", dependencies: ["CaptureAnalysis"], path: "Tests/CaptureAnalysisTests"),
         .testTarget(name: "CaptureKitTests", dependencies: ["CaptureKit"], path: "Tests/CaptureKitTests"),
+        // Host-side tests of the real backends: V4L2 against a fake kernel, ALSA on a file PCM.
+        .testTarget(
+            name: "CaptureLinuxTests", dependencies: ["CaptureV4L2", "CaptureALSA", "CV4L2"],
+            path: "Tests/CaptureLinuxTests"),
+        // Real kernel drivers (vivid, snd-aloop): skip on hosts without them, run inside ci/vm-run.
+        .testTarget(name: "CaptureDeviceTests", dependencies: ["CaptureKit"], path: "Tests/CaptureDeviceTests"),
     ],
     swiftLanguageModes: [.v6]
 )

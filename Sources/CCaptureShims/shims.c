@@ -4,6 +4,7 @@
 #include <libavutil/avutil.h>
 #include <libavutil/log.h>
 #include <linux/videodev2.h>
+#include <alsa/asoundlib.h>
 
 int ck_averror(int posix_errno) { return AVERROR(posix_errno); }
 int ck_averror_eof(void) { return AVERROR_EOF; }
@@ -30,3 +31,11 @@ unsigned long ck_vidioc_g_ctrl(void) { return VIDIOC_G_CTRL; }
 unsigned long ck_vidioc_s_ctrl(void) { return VIDIOC_S_CTRL; }
 unsigned long ck_vidioc_s_priority(void) { return VIDIOC_S_PRIORITY; }
 uint32_t ck_v4l2_fourcc(char a, char b, char c, char d) { return v4l2_fourcc(a, b, c, d); }
+unsigned long ck_vidioc_g_priority(void) { return VIDIOC_G_PRIORITY; }
+unsigned long ck_vidioc_querymenu(void) { return VIDIOC_QUERYMENU; }
+unsigned long ck_vidioc_query_ext_ctrl(void) { return VIDIOC_QUERY_EXT_CTRL; }
+
+static void ck_alsa_silent(const char *file, int line, const char *function, int err, const char *fmt, ...) {
+    (void)file; (void)line; (void)function; (void)err; (void)fmt;
+}
+void ck_alsa_set_quiet(int quiet) { snd_lib_error_set_handler(quiet ? ck_alsa_silent : NULL); }

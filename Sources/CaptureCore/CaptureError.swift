@@ -26,6 +26,12 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
     case encoderUnavailable(String)
     case codecFailure(operation: String, code: Int32, message: String)
     case streamEnded
+    /// Another client (process or file descriptor) holds the device's configuration priority.
+    case lockedByAnotherClient(String)
+    /// The device refused to start streaming (V4L2 STREAMON, REQBUFS, mmap, ALSA prepare/start).
+    case deviceStartFailed(device: String, reason: String)
+    /// The process may not open the device node (EACCES/EPERM).
+    case deviceAccessDenied(String)
 
     /// True when the error still leaves a complete, playable file (a limit was reached).
     public var recordingFinishedSuccessfully: Bool {
@@ -71,6 +77,12 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
             return "\(op) failed (\(code)): \(message)"
         case .streamEnded:
             return "the device's stream ended"
+        case .lockedByAnotherClient(let id):
+            return "device '\(id)' is locked for configuration by another client; wait until it unlocks or stop the other process"
+        case .deviceStartFailed(let id, let reason):
+            return "device '\(id)' could not start streaming: \(reason)"
+        case .deviceAccessDenied(let id):
+            return "access to '\(id)' was denied; add the user to the device's group (`video` for cameras, `audio` for microphones) and log in again"
         }
     }
 }

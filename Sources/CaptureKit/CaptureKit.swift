@@ -1,13 +1,16 @@
+@_exported import CaptureALSA
 @_exported import CaptureAnalysis
 @_exported import CaptureCore
 @_exported import CaptureMedia
 @_exported import CaptureSimulator
+@_exported import CaptureV4L2
 
 /// Entry points that tie the backends together.
 public enum CaptureKit {
-    /// A registry with every backend this build has: today the simulator (seeded), with real
-    /// V4L2/ALSA devices to follow behind the same driver SPI.
+    /// A registry with every backend this build has: the simulator (seeded), then real V4L2
+    /// cameras (`/dev/video*`) and ALSA capture PCMs (`hw:CARD,DEV,SUB`). On a machine without
+    /// devices the real backends simply discover nothing.
     public static func makeRegistry(seed: UInt64 = 0) -> DeviceRegistry {
-        DeviceRegistry(drivers: [SimulatorDriver(seed: seed)])
+        DeviceRegistry(drivers: [SimulatorDriver(seed: seed), V4L2Driver(), ALSADriver()])
     }
 }

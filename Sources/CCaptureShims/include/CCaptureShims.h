@@ -32,5 +32,11 @@ unsigned long ck_vidioc_g_ctrl(void);
 unsigned long ck_vidioc_s_ctrl(void);
 unsigned long ck_vidioc_s_priority(void);
 uint32_t ck_v4l2_fourcc(char a, char b, char c, char d);
+unsigned long ck_vidioc_g_priority(void);
+unsigned long ck_vidioc_querymenu(void);
+unsigned long ck_vidioc_query_ext_ctrl(void);
+
+// ALSA: route libasound's own error messages (variadic handler) to nowhere, or back to stderr.
+void ck_alsa_set_quiet(int quiet);
 
 #endif

@@ -1,0 +1,194 @@
+import CaptureCore
+import CV4L2
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The V4L2 camera backend: every single-planar streaming capture node under /dev, identified by
+/// its node path (`/dev/video0`), so `capture record --camera /dev/video0` names it directly.
+///
+/// Discovery runs on every call, so nodes that appear or vanish (hot-plug) show up the next time
+/// devices are listed. Nodes that cannot be opened are left out; opening one by ID reports why.
+public struct V4L2Driver: CaptureDriver {
+    /// Unique IDs are node paths, so the scheme is their common prefix.
+    public let scheme = "/dev/video"
+    public let system: any V4L2System
+
+    public init(system: any V4L2System = LinuxV4L2System()) {
+        self.system = system
+    }
+
+    public func discoverDevices() throws(CaptureError) -> [DeviceDescription] {
+        system.deviceNodes().compactMap { path in try? V4L2Node.open(path, system: system).description }
+    }
+
+    public func openDevice(uniqueID: String) throws(CaptureError) -> any DriverDevice {
+        let node = try V4L2Node.open(uniqueID, system: system)
+        return V4L2Device(node: node)
+    }
+}
+
+/// An open file descriptor on a capture node with what QUERYCAP and enumeration said.
+/// Owned by exactly one `V4L2Device` (or a discovery pass) and closed in `deinit`.
+final class V4L2Node: @unchecked Sendable {
+    // Immutable after init; the descriptor itself is used from the device's callers and its
+    // stream, and the kernel serialises ioctls on it.
+    let path: String
+    let fd: Int32
+    let system: any V4L2System
+    let capabilities: UInt32
+    let description: DeviceDescription
+
+    private init(path: String, fd: Int32, system: any V4L2System, capabilities: UInt32, description: DeviceDescription) {
+        self.path = path
+        self.fd = fd
+        self.system = system
+        self.capabilities = capabilities
+        self.description = description
+    }
+
+    deinit { system.close(fd) }
+
+    static func open(_ path: String, system: any V4L2System) throws(CaptureError) -> V4L2Node {
+        let fd = system.open(path)
+        if fd < 0 {
+            switch -fd {
+            case EACCES, EPERM: throw .deviceAccessDenied(path)
+            case ENOENT, ENODEV, ENXIO: throw .deviceNotFound(path)
+            default: throw .deviceNotFound("\(path) (\(errnoText(-fd)))")
+            }
+        }
+        var cap = v4l2_capability()
+        guard xioctl(system, fd, V4L2Request.querycap, &cap) == 0 else {
+            system.close(fd)
+            throw .deviceNotFound("\(path) (not a V4L2 device)")
+        }
+        let caps = V4L2Formats.capabilities(cap)
+        guard V4L2Formats.isVideoCapture(caps) else {
+            system.close(fd)
+            throw .deviceNotFound("\(path) (not a video capture node)")
+        }
+        let formats = V4L2Formats.enumerate(system, fd: fd)
+        let card = cString(cap.card), driver = cString(cap.driver), bus = cString(cap.bus_info)
+        let description = DeviceDescription(
+            uniqueID: path, localizedName: card.isEmpty ? path : card, modelID: "\(driver) \(bus)",
+            mediaType: .video, position: .external, formats: formats,
+            defaultFormatIndex: V4L2Formats.currentFormatIndex(system, fd: fd, formats: formats))
+        return V4L2Node(path: path, fd: fd, system: system, capabilities: caps, description: description)
+    }
+
+    var supportsFrameDuration: Bool {
+        var parm = v4l2_streamparm()
+        parm.type = V4L2_BUF_TYPE_VIDEO_CAPTURE.rawValue
+        return xioctl(system, fd, V4L2Request.getParameters, &parm) == 0
+            && parm.parm.capture.capability & UInt32(V4L2_CAP_TIMEPERFRAME) != 0
+    }
+}
+
+/// An opened camera: its controls and configuration priority, and the one stream it runs at a time.
+final class V4L2Device: DriverDevice {
+    let node: V4L2Node
+    let mappings: [V4L2ControlMapping]
+    private let state = Mutex(State())
+
+    struct State {
+        var disconnected = false
+        var streaming = false
+    }
+
+    init(node: V4L2Node) {
+        self.node = node
+        mappings = V4L2ControlMapping.map(V4L2ControlMapping.query(node.system, fd: node.fd))
+    }
+
+    var description: DeviceDescription { node.description }
+    var uniqueID: String { node.path }
+
+    var isDisconnected: Bool { state.withLock { $0.disconnected } }
+
+    func markDisconnected() {
+        let first = state.withLock { s -> Bool in
+            defer { s.disconnected = true }
+            return !s.disconnected
+        }
+        if first { DeviceEventCenter.shared.post(.disconnected(deviceID: uniqueID)) }
+    }
+
+    /// Claims the device for a stream (one at a time).
+    func beginStreaming() throws(CaptureError) {
+        try state.withLock { (s: inout State) throws(CaptureError) in
+            guard !s.disconnected else { throw .deviceDisconnected(uniqueID) }
+            guard !s.streaming else { throw .invalidState("\(uniqueID) is already streaming") }
+            s.streaming = true
+        }
+    }
+
+    func endStreaming() { state.withLock { $0.streaming = false } }
+
+    /// Maps an errno from a configuration ioctl to the error the device model promises.
+    func failure(_ code: Int32, _ what: String) -> CaptureError {
+        switch code {
+        case ENODEV, ENXIO:
+            markDisconnected()
+            return .deviceDisconnected(uniqueID)
+        case EBUSY: return .lockedByAnotherClient(uniqueID)
+        case EACCES, EPERM: return .invalidArgument("\(what) on \(uniqueID) is not permitted (read-only or inactive control)")
+        default: return .invalidArgument("\(what) on \(uniqueID) failed: \(errnoText(code))")
+        }
+    }
+
+    func makeStream(_ configuration: StreamConfiguration) throws(CaptureError) -> any DriverStream {
+        guard !isDisconnected else { throw .deviceDisconnected(uniqueID) }
+        guard configuration.pace == .realtime else {
+            throw .unsupportedPace("\(uniqueID) is a real camera and delivers in real time; use CaptureSession(pace: .realtime)")
+        }
+        guard description.formats.contains(configuration.format), let pixelFormat = configuration.format.pixelFormat,
+              let size = configuration.format.dimensions else {
+            throw .formatNotSupported("\(configuration.format.formatDescription) on \(uniqueID)")
+        }
+        return V4L2Stream(device: self, pixelFormat: pixelFormat, size: size, frameDuration: configuration.frameDuration)
+    }
+
+    // MARK: Controls
+
+    var controls: [ControlDescription] { mappings.map(\.description) }
+
+    private func mapping(_ id: ControlID) throws(CaptureError) -> V4L2ControlMapping {
+        guard let m = mappings.first(where: { $0.id == id }) else { throw .invalidArgument("\(uniqueID) has no control \(id)") }
+        return m
+    }
+
+    func value(of control: ControlID) throws(CaptureError) -> ControlValue {
+        let m = try mapping(control)
+        if m.isButton { return .bool(false) }
+        var c = v4l2_control(id: m.info.cid, value: 0)
+        let e = xioctl(node.system, node.fd, V4L2Request.getControl, &c)
+        guard e == 0 else { throw failure(e, "reading \(control)") }
+        return try m.value(fromRaw: Int64(c.value))
+    }
+
+    func setValue(_ value: ControlValue, for control: ControlID) throws(CaptureError) {
+        guard !isDisconnected else { throw .deviceDisconnected(uniqueID) }
+        let m = try mapping(control)
+        let raw = try m.raw(from: value)
+        if m.isButton && raw == 0 { return }
+        var c = v4l2_control(id: m.info.cid, value: Int32(clamping: raw))
+        let e = xioctl(node.system, node.fd, V4L2Request.setControl, &c)
+        guard e == 0 else { throw failure(e, "setting \(control) to \(value)") }
+    }
+
+    // MARK: Configuration priority
+
+    func acquireConfigurationPriority() throws(CaptureError) {
+        var priority = V4L2_PRIORITY_RECORD.rawValue
+        let e = xioctl(node.system, node.fd, V4L2Request.setPriority, &priority)
+        guard e == 0 else { throw failure(e, "VIDIOC_S_PRIORITY(RECORD)") }
+    }
+
+    func releaseConfigurationPriority() {
+        var priority = V4L2_PRIORITY_DEFAULT.rawValue
+        _ = xioctl(node.system, node.fd, V4L2Request.setPriority, &priority)
+    }
+}

@@ -1,0 +1,104 @@
+import CaptureKit
+import Foundation
+import Synchronization
+import Testing
+
+/// Where the real-device tests run: inside `ci/vm-run` (CAPTUREKIT_IN_VM=1), whose kernel has the
+/// vivid camera and the snd-aloop card. On a host without them the tests skip with that reason;
+/// inside the VM a missing device is a failure, never a skip.
+enum DeviceEnvironment {
+    static let inVM = ProcessInfo.processInfo.environment["CAPTUREKIT_IN_VM"] == "1"
+    static let skipReason: Comment = "needs the vivid camera and the snd-aloop card (kernel modules this machine lacks); runs inside ci/vm-run"
+
+    /// The vivid capture node, if any.
+    static var vividNode: String? {
+        (try? V4L2Driver().discoverDevices())?.first { $0.modelID.hasPrefix("vivid") }?.uniqueID
+    }
+
+    static var available: Bool { inVM || vividNode != nil }
+
+    static let loopbackCapture = "hw:Loopback,1,0"
+    static let loopbackPlayback = "hw:Loopback,0,0"
+
+    struct Failure: Error, CustomStringConvertible { var description: String }
+
+    static func requireVivid() throws -> String {
+        guard let node = vividNode else { throw Failure(description: "no vivid capture node under /dev/video* (is the vivid module loaded?)") }
+        return node
+    }
+
+    /// The registry's device object for a unique ID, found through discovery.
+    static func device(_ registry: DeviceRegistry, _ id: String) throws -> CaptureDevice {
+        guard let device = try registry.devices().first(where: { $0.uniqueID == id }) else {
+            throw Failure(description: "\(id) is not among the discovered devices")
+        }
+        return device
+    }
+
+    /// A 1 kHz sine at −6 dBFS, mono S16 at 48 kHz, as a WAV file for aplay.
+    static func writeTone(seconds: Int, to path: String) throws {
+        let rate = 48_000, count = rate * seconds
+        var data = Data()
+        func u32(_ v: UInt32) { withUnsafeBytes(of: v.littleEndian) { data.append(contentsOf: $0) } }
+        func u16(_ v: UInt16) { withUnsafeBytes(of: v.littleEndian) { data.append(contentsOf: $0) } }
+        data.append(contentsOf: Array("RIFF".utf8)); u32(UInt32(36 + count * 2)); data.append(contentsOf: Array("WAVE".utf8))
+        data.append(contentsOf: Array("fmt ".utf8)); u32(16); u16(1); u16(1); u32(UInt32(rate)); u32(UInt32(rate * 2)); u16(2); u16(16)
+        data.append(contentsOf: Array("data".utf8)); u32(UInt32(count * 2))
+        for i in 0..<count {
+            let v = Int16((sin(2 * Double.pi * 1000 * Double(i) / Double(rate)) * 16_384).rounded())
+            u16(UInt16(bitPattern: v))
+        }
+        try data.write(to: URL(fileURLWithPath: path))
+    }
+
+    struct ToolResult { var status: Int32; var stdout: String; var stderr: String }
+
+    /// Runs a tool from PATH and collects its output.
+    static func run(_ tool: String, _ arguments: [String]) throws -> ToolResult {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [tool] + arguments
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let errData = Mutex(Data())
+        let errReader = Thread { errData.withLock { $0 = err.fileHandleForReading.readDataToEndOfFile() } }
+        errReader.start()
+        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        while !errReader.isFinished { usleep(1000) }
+        return ToolResult(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
+                          stderr: errData.withLock { String(decoding: $0, as: UTF8.self) })
+    }
+
+    /// Starts a tool in the background (e.g. the tone player).
+    static func launch(_ tool: String, _ arguments: [String]) throws -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [tool] + arguments
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        return process
+    }
+
+    static func temporaryDirectory() throws -> String {
+        let path = NSTemporaryDirectory() + "capturekit-device-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    /// ffprobe's streams of a file, frames counted by decoding.
+    static func probe(_ path: String) throws -> [[String: Any]] {
+        let r = try run("ffprobe", ["-v", "error", "-count_frames", "-show_streams", "-of", "json", path])
+        guard r.status == 0, let json = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any],
+              let streams = json["streams"] as? [[String: Any]] else { throw Failure(description: "ffprobe failed on \(path): \(r.stderr)") }
+        return streams
+    }
+
+    /// The `capture` tool SwiftPM built beside the test bundle.
+    static var captureTool: String {
+        let tests = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        return tests.deletingLastPathComponent().appendingPathComponent("capture").path
+    }
+}

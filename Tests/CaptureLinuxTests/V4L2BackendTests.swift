@@ -1,0 +1,140 @@
+import CaptureCore
+import Testing
+@testable import CaptureV4L2
+
+/// The V4L2 backend against a fake kernel: what it discovers, maps and streams.
+@Suite struct V4L2BackendTests {
+    static let ms = Int64(1_000_000)
+
+    @Test func discoveryKeepsCaptureNodesAndTheirFormats() throws {
+        let driver = V4L2Driver(system: FakeCamera())
+        let devices = try driver.discoverDevices()
+        #expect(devices.map(\.uniqueID) == ["/dev/video0"])   // the output-only node is skipped
+        let camera = try #require(devices.first)
+        #expect(camera.localizedName == "Fake Camera")
+        #expect(camera.modelID == "fakecam usb-0000:00:14.0-1")
+        #expect(camera.position == .external)
+        #expect(camera.mediaType == .video)
+        // YUYV: two discrete sizes × discrete 30 and 15 fps; the Bayer format is left out;
+        // NV12: stepwise sizes → ends plus common sizes on the step grid, continuous 1–60 fps.
+        let yuyv = camera.formats.filter { $0.pixelFormat == .yuyv }
+        #expect(yuyv.map { $0.dimensions! } == [Dimensions(width: 640, height: 480), Dimensions(width: 320, height: 240)])
+        #expect(yuyv[0].frameRateRanges == [FrameRateRange(minRate: 30, maxRate: 30), FrameRateRange(minRate: 15, maxRate: 15)])
+        let nv12 = camera.formats.filter { $0.pixelFormat == .nv12 }
+        #expect(nv12.map { $0.dimensions!.description } == ["320x240", "640x360", "640x480", "800x600", "1280x720"])
+        #expect(nv12[0].frameRateRanges == [FrameRateRange(minRate: 1, maxRate: 60)])
+        #expect(!camera.formats.contains { $0.pixelFormat == PixelFormat(fourcc: "BA81") })
+        #expect(camera.formats[camera.defaultFormatIndex].formatDescription == .video(pixelFormat: .yuyv, dimensions: Dimensions(width: 640, height: 480)))
+        #expect(throws: CaptureError.deviceNotFound("/dev/video7")) { try driver.openDevice(uniqueID: "/dev/video7") }
+    }
+
+    @Test func controlsAreMappedAndNormalised() throws {
+        let device = try V4L2Driver(system: FakeCamera()).openDevice(uniqueID: "/dev/video0")
+        let ids = device.controls.map(\.id)
+        #expect(ids == [.brightness, .exposureMode, .exposureDuration, .lensPosition,
+                        .zoomFactor, .custom("percentage_of_dropped_buffers")])
+        #expect(!ids.contains(.whiteBalanceMode))   // the device lacks it: unsupported, nothing pretends
+        // Exposure in 100 µs units: 250 → 25 ms; range 0.3 ms … 204.7 ms.
+        #expect(try device.value(of: .exposureDuration) == .real(0.025))
+        try device.setValue(.real(0.01), for: .exposureDuration)
+        #expect(try device.value(of: .exposureDuration) == .real(0.01))
+        // Focus: raw 0…250 (larger = closer) → lens position 1…0.
+        #expect(try device.value(of: .lensPosition) == .real(1))
+        try device.setValue(.real(0), for: .lensPosition)
+        #expect(try device.value(of: .lensPosition) == .real(0))
+        // Exposure mode menu: Manual → custom, Aperture Priority → continuous auto.
+        let mode = try #require(device.controls.first { $0.id == .exposureMode })
+        #expect(mode.kind == .menu(["custom", "continuousAutoExposure"]))
+        #expect(try device.value(of: .exposureMode) == .menu("continuousAutoExposure"))
+        try device.setValue(.menu("custom"), for: .exposureMode)
+        #expect(try device.value(of: .exposureMode) == .menu("custom"))
+        // Zoom 100…500 → factor 1…5.
+        try device.setValue(.real(2.5), for: .zoomFactor)
+        #expect(try device.value(of: .zoomFactor) == .real(2.5))
+        #expect(throws: CaptureError.self) { try device.setValue(.menu("nope"), for: .exposureMode) }
+        #expect(throws: CaptureError.invalidArgument("/dev/video0 has no control whiteBalance.mode")) {
+            try device.value(of: .whiteBalanceMode)
+        }
+    }
+
+    @Test func recordPriorityExcludesOtherClients() throws {
+        let fake = FakeCamera()
+        let driver = V4L2Driver(system: fake)
+        let first = try driver.openDevice(uniqueID: "/dev/video0")
+        let second = try driver.openDevice(uniqueID: "/dev/video0")
+        try first.acquireConfigurationPriority()
+        #expect(throws: CaptureError.lockedByAnotherClient("/dev/video0")) { try second.acquireConfigurationPriority() }
+        #expect(throws: CaptureError.lockedByAnotherClient("/dev/video0")) { try second.setValue(.integer(3), for: .brightness) }
+        first.releaseConfigurationPriority()
+        try second.acquireConfigurationPriority()
+    }
+
+    @Test func streamingCopiesFramesStampsThemAndCountsDrops() throws {
+        let base = 1_000 * Self.ms
+        let frames: [FakeCamera.Frame] = [
+            .init(sequence: 0, timestampNs: base, fill: 10),
+            .init(sequence: 1, timestampNs: base + 33 * Self.ms, fill: 11),
+            .init(sequence: 4, timestampNs: base + 133 * Self.ms, fill: 14),   // two frames skipped
+            .init(sequence: 5, timestampNs: base + 166 * Self.ms, error: true, fill: 15),   // corrupt
+            .init(sequence: 6, timestampNs: base + 200 * Self.ms, fill: 16),
+        ]
+        let fake = FakeCamera(frames: frames)
+        let device = try V4L2Driver(system: fake).openDevice(uniqueID: "/dev/video0")
+        let id = "/dev/video0"
+        DeviceEventCenter.shared.reset(deviceID: id)
+        let format = try #require(device.description.formats.first { $0.pixelFormat == .yuyv && $0.dimensions?.width == 640 })
+        let duration = MediaTime(value: 1, timescale: 30)
+        let stream = try device.makeStream(StreamConfiguration(format: format, frameDuration: duration, pace: .realtime))
+        try stream.start(at: HostClock.now())
+        var samples: [SampleBuffer] = []
+        for _ in 0..<4 { samples.append(try #require(try stream.nextSample())) }
+        stream.stop()
+        #expect(try stream.nextSample() == nil)
+        #expect(samples.map(\.sequenceNumber) == [0, 1, 4, 6])
+        // End-of-frame stamps become start-of-frame PTS on the monotonic clock.
+        #expect(samples[0].presentationTime == MediaTime(value: base, timescale: 1_000_000_000) - duration)
+        #expect(samples[2].presentationTime == MediaTime(value: base + 133 * Self.ms, timescale: 1_000_000_000) - duration)
+        // One copy from the driver's 1344-byte pitch into the pool's rows, bytes intact.
+        let pixels = try #require(samples[1].pixelBuffer)
+        #expect(pixels.format == .yuyv && pixels.width == 640 && pixels.height == 480)
+        pixels.withPlane(0) { plane in
+            #expect(plane[0] == 11 && plane[1279] == 11 && plane[pixels.bytesPerRow[0] * 479 + 1279] == 11)
+        }
+        #expect(DeviceEventCenter.shared.droppedCount(deviceID: id, reason: .discontinuity) == 2)
+        #expect(DeviceEventCenter.shared.droppedCount(deviceID: id, reason: .corruptData) == 1)
+    }
+
+    @Test func startFailuresAndUnsupportedPacesAreTyped() throws {
+        let fake = FakeCamera()
+        let device = try V4L2Driver(system: fake).openDevice(uniqueID: "/dev/video0")
+        let format = device.description.formats[0]
+        let duration = MediaTime(value: 1, timescale: 30)
+        #expect(throws: CaptureError.self) {
+            try device.makeStream(StreamConfiguration(format: format, frameDuration: duration, pace: .virtual))
+        }
+        fake.state.withLock { $0.failStreamOn = true }
+        let stream = try device.makeStream(StreamConfiguration(format: format, frameDuration: duration, pace: .realtime))
+        #expect(throws: CaptureError.deviceStartFailed(device: "/dev/video0", reason: "VIDIOC_STREAMON: Input/output error")) {
+            try stream.start(at: .zero)
+        }
+        // The failed start released the device: another stream can start once the fault is gone.
+        fake.state.withLock { $0.failStreamOn = false }
+        let again = try device.makeStream(StreamConfiguration(format: format, frameDuration: duration, pace: .realtime))
+        try again.start(at: .zero)
+        again.stop()
+    }
+
+    @Test func unplugEndsTheStreamWithDisconnected() throws {
+        let fake = FakeCamera(frames: [.init(sequence: 0, timestampNs: 5_000 * Self.ms, fill: 1)])
+        let device = try V4L2Driver(system: fake).openDevice(uniqueID: "/dev/video0")
+        let stream = try device.makeStream(StreamConfiguration(format: device.description.formats[0],
+                                                               frameDuration: MediaTime(value: 1, timescale: 30), pace: .realtime))
+        try stream.start(at: .zero)
+        #expect(try stream.nextSample() != nil)
+        fake.disconnect()
+        #expect(throws: CaptureError.deviceDisconnected("/dev/video0")) { try stream.nextSample() }
+        #expect(DeviceEventCenter.shared.hasDisconnected(deviceID: "/dev/video0"))
+        #expect(throws: CaptureError.deviceDisconnected("/dev/video0")) { try device.setValue(.integer(1), for: .brightness) }
+        stream.stop()
+    }
+}
