@@ -49,8 +49,6 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
         var activeFormatIndex: Int
         var activeVideoMinFrameDuration: MediaTime
         var activeVideoMaxFrameDuration: MediaTime
-        var lockOwner: CaptureDeviceClient?
-        var lockDepth = 0
         var isConnected = true
         var pending: [(revision: UInt64, handler: @Sendable (MediaTime) -> Void)] = []
         var lastReported: [ControlID: ControlValue] = [:]
@@ -98,8 +96,18 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
 
     // MARK: Configuration lock
 
+    /// Who holds each device's configuration lock, process-wide and by unique ID, so every device
+    /// object for one device (from any registry or session) shares one lock.
+    private struct LockEntry { var owner: CaptureDeviceClient; var depth: Int }
+    private static let locks = Mutex<[String: LockEntry]>([:])
+
+    private var lockOwner: CaptureDeviceClient? { Self.locks.withLock { $0[uniqueID]?.owner } }
+
     /// True while some client holds the configuration lock.
-    public var isLockedForConfiguration: Bool { state.withLock { $0.lockOwner != nil } }
+    public var isLockedForConfiguration: Bool { lockOwner != nil }
+
+    /// The client holding the configuration lock, if any.
+    public var configurationLockHolder: CaptureDeviceClient? { lockOwner }
 
     /// Takes the configuration lock for `client` (nested calls by the same client count). Throws
     /// `lockedByAnotherClient` when another client of this process, or another process (through the
@@ -107,33 +115,39 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
     public func lockForConfiguration(client: CaptureDeviceClient = .shared) throws(CaptureError) {
         try state.withLock { (s: inout State) throws(CaptureError) in
             guard s.isConnected else { throw .deviceDisconnected(uniqueID) }
-            if let owner = s.lockOwner {
-                guard owner === client else { throw .lockedByAnotherClient(device: uniqueID, holder: owner.name) }
-                s.lockDepth += 1
-                return
+            let driver = try openLocked(&s)
+            try Self.locks.withLock { (locks: inout [String: LockEntry]) throws(CaptureError) in
+                if let entry = locks[uniqueID] {
+                    guard entry.owner === client else { throw .lockedByAnotherClient(device: uniqueID, holder: entry.owner.name) }
+                    locks[uniqueID]?.depth += 1
+                    return
+                }
+                try driver.acquireConfigurationPriority()
+                locks[uniqueID] = LockEntry(owner: client, depth: 1)
             }
-            try openLocked(&s).acquireConfigurationPriority()
-            s.lockOwner = client
-            s.lockDepth = 1
         }
     }
 
     /// Releases one level of `client`'s lock; the driver's priority goes with the last one.
     /// Unlocking a lock the client does not hold does nothing.
     public func unlockForConfiguration(client: CaptureDeviceClient = .shared) {
-        state.withLock { s in
-            guard let owner = s.lockOwner, owner === client else { return }
-            s.lockDepth -= 1
-            if s.lockDepth == 0 {
-                s.lockOwner = nil
-                s.opened?.releaseConfigurationPriority()
+        let released = Self.locks.withLock { locks -> Bool in
+            guard let entry = locks[uniqueID], entry.owner === client else { return false }
+            if entry.depth > 1 {
+                locks[uniqueID]?.depth -= 1
+                return false
             }
+            locks[uniqueID] = nil
+            return true
         }
+        if released { state.withLock { $0.opened }?.releaseConfigurationPriority() }
     }
 
+    /// Setters check that the device is locked (by a client of this process), as AVFoundation
+    /// checks that the calling app holds the lock.
     private func requireLock(_ s: State, _ operation: String) throws(CaptureError) {
         guard s.isConnected else { throw .deviceDisconnected(uniqueID) }
-        guard s.lockOwner != nil else { throw .notLockedForConfiguration(device: uniqueID, operation: operation) }
+        guard lockOwner != nil else { throw .notLockedForConfiguration(device: uniqueID, operation: operation) }
     }
 
     // MARK: Formats and frame durations
@@ -237,6 +251,8 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
             defer { s.opened = nil }
             return s.opened
         }
+        // The device is gone: so is its lock (a reconnected device starts unlocked).
+        Self.locks.withLock { $0[uniqueID] = nil }
         (opened as? any ControlReportingDevice)?.setControlReportHandler(nil)
         observers.finishAll()
     }

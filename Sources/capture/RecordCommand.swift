@@ -38,6 +38,12 @@ struct RecordCommand: AsyncParsableCommand {
     @Option(help: "Average video bitrate in bits/s (default: constant quality, CRF 23).")
     var bitrate: Int?
 
+    @Option(name: .customLong("control"), help: "KEY=VALUE, repeatable: a camera control applied under the configuration lock before capture (see `capture controls DEVICE`).")
+    var controls: [String] = []
+
+    @Option(help: "WxH@FPS[:FOURCC]: the camera format and a constant frame rate, e.g. 1280x720@60:420f.")
+    var format: String?
+
     @Flag(help: "Print the summary as JSON.")
     var json = false
 
@@ -76,6 +82,7 @@ struct RecordCommand: AsyncParsableCommand {
             if let camera {
                 let device = try registry.device(uniqueID: camera)
                 try configure(device)
+                try ControlOptions.configure(device, format: format, controls: controls)
                 try session.addInput(CaptureDeviceInput(device: device))
                 cameraDevice = device
             }
