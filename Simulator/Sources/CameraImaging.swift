@@ -161,21 +161,36 @@ enum CameraImaging {
             if count > 0 { m.contrast = Double(sum) / Double(count) }
         }
         if request.grayWorld {
+            // Gray world over the near-neutral surfaces: first the mean colour (the light's cast), then
+            // the mean of the samples whose chromaticity is within a factor 1.5 of it, so saturated
+            // objects (the bars, the moving box) do not pull the balance.
             let band = FrameMarkerLayout(width: buffer.width, height: buffer.height).stampBandHeight
-            var r = 0.0, g = 0.0, b = 0.0, count = 0.0
             let cb = ch[1], cr = ch[2]
             let cbBase = buffer.baseAddress(ofPlane: cb.plane).assumingMemoryBound(to: UInt8.self) + cb.offset
             let crBase = buffer.baseAddress(ofPlane: cr.plane).assumingMemoryBound(to: UInt8.self) + cr.offset
             let cbStride = buffer.bytesPerRow[cb.plane], crStride = buffer.bytesPerRow[cr.plane]
+            var samples: [(Double, Double, Double)] = []
+            samples.reserveCapacity((buffer.height / 8 + 1) * (buffer.width / 8 + 1))
+            var r = 0.0, g = 0.0, b = 0.0
             for y in Swift.stride(from: band, to: buffer.height, by: 8) {
                 for x in Swift.stride(from: 0, to: buffer.width, by: 8) {
                     let u = Double(cbBase[(y / cb.subY) * cbStride + (x / cb.subX) * cb.step])
                     let v = Double(crBase[(y / cr.subY) * crStride + (x / cr.subX) * cr.step])
                     let rgb = SyntheticFrameRenderer.linearRGB(y: toVideoLuma(Double(luma(x, y))), cb: toVideoChroma(u), cr: toVideoChroma(v))
-                    r += rgb.0; g += rgb.1; b += rgb.2; count += 1
+                    samples.append(rgb)
+                    r += rgb.0; g += rgb.1; b += rgb.2
                 }
             }
-            if count > 0 { m.linearMeans = (r / count, g / count, b / count) }
+            if !samples.isEmpty, g > 0 {
+                let castR = r / g, castB = b / g
+                var nr = 0.0, ng = 0.0, nb = 0.0, count = 0
+                for (sr, sg, sb) in samples where sg > 0.002 {
+                    let qr = (sr / sg) / castR, qb = (sb / sg) / castB
+                    if qr > 1 / 1.5 && qr < 1.5 && qb > 1 / 1.5 && qb < 1.5 { nr += sr; ng += sg; nb += sb; count += 1 }
+                }
+                let n = Double(samples.count)
+                m.linearMeans = count * 20 >= samples.count ? (nr / Double(count), ng / Double(count), nb / Double(count)) : (r / n, g / n, b / n)
+            }
         }
         return m
     }

@@ -513,7 +513,8 @@ final class SimulatedCamera: ControlReportingDevice {
         guard [.autoWhiteBalance, .continuousAutoWhiteBalance].contains(s.settings.whiteBalanceMode) else { return }
         let target = s.live.grayWorld
         let error = max(abs(log(target.red / g.red)), abs(log(target.green / g.green)), abs(log(target.blue / g.blue)))
-        if !s.live.awbAdjusting && error > 0.04 { s.live.awbAdjusting = true }
+        // Hysteresis: the moving box alone shifts the gray world by a few percent.
+        if !s.live.awbAdjusting && error > 0.1 { s.live.awbAdjusting = true }
         guard s.live.awbAdjusting else { return }
         if error < 0.01 {
             s.live.awbAdjusting = false

@@ -226,10 +226,10 @@ public final class SyntheticFrameRenderer: Sendable {
         fill(buffer, rows: 0..<layout.stampBandHeight, columns: 0..<width,
              color: YCbCr(y: FrameMarkerLayout.lumaZero, cb: FrameMarkerLayout.neutralChroma, cr: FrameMarkerLayout.neutralChroma))
         drawStamp(UInt32(truncatingIfNeeded: index), into: buffer)
-        if syncFlash {
-            fill(buffer, rows: layout.syncMarkerRows, columns: layout.syncMarkerColumns,
-                 color: YCbCr(y: FrameMarkerLayout.lumaOne, cb: 128, cr: 128))
-        }
+        // The sync-marker square is part of the overlay: luma 235 on a flash frame, 16 otherwise, so
+        // an overexposed or zoomed scene can never pass for a flash.
+        fill(buffer, rows: layout.syncMarkerRows, columns: layout.syncMarkerColumns,
+             color: YCbCr(y: syncFlash ? FrameMarkerLayout.lumaOne : FrameMarkerLayout.lumaZero, cb: 128, cr: 128))
         return measurements
     }
 

@@ -737,6 +737,7 @@ public final class DeviceRegistry: Sendable {
     public let drivers: [any CaptureDriver]
     private let known = Mutex<[String: CaptureDevice]>([:])
     private let events = EventBroadcaster<DeviceEvent>()
+    private let observers = Mutex<(next: Int, handlers: [Int: @Sendable (DeviceEvent) -> Void])>((0, [:]))
 
     public init(drivers: [any CaptureDriver]) {
         self.drivers = drivers
@@ -788,15 +789,33 @@ public final class DeviceRegistry: Sendable {
         }
     }
 
+    /// Calls `handler` synchronously on the thread that reports each connect/disconnect (after the
+    /// registry has applied it); returns a token for `removeDeviceObserver`.
+    public func addDeviceObserver(_ handler: @escaping @Sendable (DeviceEvent) -> Void) -> Int {
+        observers.withLock { o in
+            defer { o.next += 1 }
+            o.handlers[o.next] = handler
+            return o.next
+        }
+    }
+
+    public func removeDeviceObserver(_ token: Int) {
+        _ = observers.withLock { $0.handlers.removeValue(forKey: token) }
+    }
+
     private func handle(_ event: HotPlugEvent, from driver: any CaptureDriver) {
+        let deviceEvent: DeviceEvent
         switch event {
         case .added(let description):
             let (device, isNew) = device(for: description, driver: driver)
-            if isNew { events.send(.connected(device)) }
+            guard isNew else { return }
+            deviceEvent = .connected(device)
         case .removed(let uniqueID):
             guard let device = known.withLock({ $0[uniqueID] }), device.isConnected else { return }
             device.markDisconnected()
-            events.send(.disconnected(device))
+            deviceEvent = .disconnected(device)
         }
+        for handler in observers.withLock({ $0.handlers.sorted { $0.key < $1.key }.map(\.value) }) { handler(deviceEvent) }
+        events.send(deviceEvent)
     }
 }

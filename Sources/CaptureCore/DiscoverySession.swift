@@ -57,16 +57,14 @@ public final class DiscoverySession: Sendable {
     /// The device list again after every connect or disconnect that concerns this session
     /// (the first element is the list now).
     public func deviceUpdates() -> AsyncStream<[CaptureDevice]> {
-        let events = registry.deviceEvents()
         let (stream, continuation) = AsyncStream<[CaptureDevice]>.makeStream(bufferingPolicy: .bufferingNewest(64))
         continuation.yield(devices)
-        let task = Task { [self] in
-            for await event in events where matches(event.device) {
-                continuation.yield(devices)
-            }
-            continuation.finish()
+        // The list is taken when the event happens, not when a consumer gets to it.
+        let token = registry.addDeviceObserver { [self] event in
+            if matches(event.device) { continuation.yield(devices) }
         }
-        continuation.onTermination = { _ in task.cancel() }
+        let registry = self.registry
+        continuation.onTermination = { _ in registry.removeDeviceObserver(token) }
         return stream
     }
 }
