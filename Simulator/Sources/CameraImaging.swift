@@ -139,16 +139,18 @@ enum CameraImaging {
         func luma(_ x: Int, _ y: Int) -> Int { Int(lumaBase[y * lumaStride + x * lumaStep]) }
         func toVideoLuma(_ v: Double) -> Double { fullRange ? 16 + v * 219 / 255 : v }
         func toVideoChroma(_ v: Double) -> Double { fullRange ? 128 + (v - 128) * 224 / 255 : v }
+        // Sample grids scale with the frame, about 80 samples across, so statistics cost the same at any size.
+        let grid = max(4, buffer.width / 80)
         if let r = request.exposureRegion, r.x1 > r.x0, r.y1 > r.y0 {
             var sum = 0, count = 0
-            for y in Swift.stride(from: r.y0, to: r.y1, by: 4) {
-                for x in Swift.stride(from: r.x0, to: r.x1, by: 4) { sum += luma(x, y); count += 1 }
+            for y in Swift.stride(from: r.y0, to: r.y1, by: grid / 2) {
+                for x in Swift.stride(from: r.x0, to: r.x1, by: grid / 2) { sum += luma(x, y); count += 1 }
             }
             if count > 0 { m.meanLuma = toVideoLuma(Double(sum) / Double(count)) }
         }
         if let r = request.focusRegion, r.x1 - r.x0 > 2, r.y1 > r.y0 {
             var sum = 0, count = 0
-            for y in Swift.stride(from: r.y0, to: r.y1, by: 4) {
+            for y in Swift.stride(from: r.y0, to: r.y1, by: grid) {
                 let row = lumaBase + y * lumaStride
                 var x = r.x0
                 while x + 2 < r.x1 {
@@ -170,10 +172,10 @@ enum CameraImaging {
             let crBase = buffer.baseAddress(ofPlane: cr.plane).assumingMemoryBound(to: UInt8.self) + cr.offset
             let cbStride = buffer.bytesPerRow[cb.plane], crStride = buffer.bytesPerRow[cr.plane]
             var samples: [(Double, Double, Double)] = []
-            samples.reserveCapacity((buffer.height / 8 + 1) * (buffer.width / 8 + 1))
+            samples.reserveCapacity((buffer.height / grid + 1) * (buffer.width / grid + 1))
             var r = 0.0, g = 0.0, b = 0.0
-            for y in Swift.stride(from: band, to: buffer.height, by: 8) {
-                for x in Swift.stride(from: 0, to: buffer.width, by: 8) {
+            for y in Swift.stride(from: band, to: buffer.height, by: grid) {
+                for x in Swift.stride(from: 0, to: buffer.width, by: grid) {
                     let u = Double(cbBase[(y / cb.subY) * cbStride + (x / cb.subX) * cb.step])
                     let v = Double(crBase[(y / cr.subY) * crStride + (x / cr.subX) * cr.step])
                     let rgb = SyntheticFrameRenderer.linearRGB(y: toVideoLuma(Double(luma(x, y))), cb: toVideoChroma(u), cr: toVideoChroma(v))

@@ -235,8 +235,11 @@ final class SimulatedCamera: ControlReportingDevice {
             switch control {
             case .focusMode:
                 guard let m = value.menuValue.flatMap(FocusMode.init(rawValue:)), c.focusModes.contains(m) else { throw unsupported }
+                // Entering a mode freezes or restarts; re-setting the current mode changes nothing.
+                if m != s.settings.focusMode {
+                    if m == .locked { s.settings.lensTarget = s.live.lens; s.live.sweep = nil } else { s.live.afRestart = true }
+                }
                 s.settings.focusMode = m
-                if m == .locked { s.settings.lensTarget = s.live.lens; s.live.sweep = nil } else { s.live.afRestart = true }
             case .lensPosition:
                 guard let v = number else { throw unsupported }
                 s.settings.lensTarget = min(max(v, 0), 1)
@@ -247,12 +250,14 @@ final class SimulatedCamera: ControlReportingDevice {
             case .focusPointOfInterestY: s.settings.focusPOI.y = number ?? 0.5
             case .exposureMode:
                 guard let m = value.menuValue.flatMap(ExposureMode.init(rawValue:)), c.exposureModes.contains(m) else { throw unsupported }
-                s.settings.exposureMode = m
-                switch m {
-                case .custom: s.settings.customDuration = s.live.duration; s.settings.customISO = s.live.iso
-                case .autoExpose, .continuousAutoExposure: s.live.aeAdjusting = true
-                case .locked: s.live.aeAdjusting = false
+                if m != s.settings.exposureMode {
+                    switch m {
+                    case .custom: s.settings.customDuration = s.live.duration; s.settings.customISO = s.live.iso
+                    case .autoExpose, .continuousAutoExposure: s.live.aeAdjusting = true
+                    case .locked: s.live.aeAdjusting = false
+                    }
                 }
+                s.settings.exposureMode = m
             case .exposureDuration:
                 guard var v = number else { throw unsupported }
                 if let unit = c.exposureUnit { v = max(unit, (v / unit).rounded() * unit) }
@@ -267,8 +272,10 @@ final class SimulatedCamera: ControlReportingDevice {
             case .exposurePointOfInterestY: s.settings.exposurePOI.y = number ?? 0.5
             case .whiteBalanceMode:
                 guard let m = value.menuValue.flatMap(WhiteBalanceMode.init(rawValue:)), c.whiteBalanceModes.contains(m) else { throw unsupported }
+                if m != s.settings.whiteBalanceMode {
+                    if m == .locked { s.settings.lockedGains = s.live.gains; s.live.awbAdjusting = false } else { s.live.awbAdjusting = true }
+                }
                 s.settings.whiteBalanceMode = m
-                if m == .locked { s.settings.lockedGains = s.live.gains; s.live.awbAdjusting = false } else { s.live.awbAdjusting = true }
             case .whiteBalanceRedGain: s.settings.lockedGains.red = number ?? 1
             case .whiteBalanceGreenGain: s.settings.lockedGains.green = number ?? 1
             case .whiteBalanceBlueGain: s.settings.lockedGains.blue = number ?? 1

@@ -145,13 +145,19 @@ public final class SyntheticFrameRenderer: Sendable {
         }
         // Dark band with a seeded checkerboard of 16-pixel blocks: texture for autofocus, far below the flash level.
         let block = 16
+        var greyIndex: [Int: Int] = [:]
         var y = barsBottom
         while y < height {
             var x = 0
             while x < width {
                 let luma = 28 + random.next(below: 24)
-                palette.append(Self.linear(YCbCr(y: UInt8(luma), cb: 128, cr: 128)))
-                rects.append(SceneRect(x0: x, y0: y, x1: min(x + block, width), y1: min(y + block, height), color: palette.count - 1))
+                // One palette entry per grey level, shared by every block of that level.
+                let index = greyIndex[luma] ?? {
+                    palette.append(Self.linear(YCbCr(y: UInt8(luma), cb: 128, cr: 128)))
+                    greyIndex[luma] = palette.count - 1
+                    return palette.count - 1
+                }()
+                rects.append(SceneRect(x0: x, y0: y, x1: min(x + block, width), y1: min(y + block, height), color: index))
                 x += block
             }
             y += block
@@ -191,10 +197,14 @@ public final class SyntheticFrameRenderer: Sendable {
         pow(min(max((code - 16) / 219, 0), 1), gamma)
     }
 
-    /// Linear R, G, B of a video-range Y'CbCr sample.
+    /// `v^gamma` for v in 0…1 in steps of 1/4096 (statistics use it instead of `pow`).
+    static let linearTable: [Double] = (0...4096).map { pow(Double($0) / 4096, gamma) }
+
+    /// Linear R, G, B of a video-range Y'CbCr sample (table-based; for statistics).
     static func linearRGB(y: Double, cb: Double, cr: Double) -> (Double, Double, Double) {
-        let l = linear(YCbCr(y: UInt8(min(max(y, 0), 255)), cb: UInt8(min(max(cb, 0), 255)), cr: UInt8(min(max(cr, 0), 255))))
-        return (l.r, l.g, l.b)
+        let yp = (y - 16) / 219, cbp = (cb - 128) / 224, crp = (cr - 128) / 224
+        func lin(_ v: Double) -> Double { linearTable[Int((min(max(v, 0), 1) * 4096).rounded())] }
+        return (lin(yp + 1.402 * crp), lin(yp - 0.344_136 * cbp - 0.714_136 * crp), lin(yp + 1.772 * cbp))
     }
 
     // MARK: Rendering

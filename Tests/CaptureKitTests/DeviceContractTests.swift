@@ -128,6 +128,22 @@ import Testing
         #expect(abs(device.exposureDuration.seconds - 1.0 / 3) < 1e-6 && device.iso == 400)
     }
 
+    @Test func currentSentinelsKeepTheOtherValue() throws {
+        let rig = try DeviceRig()
+        let device = try rig.device("sim:back")
+        try device.lockForConfiguration()
+        defer { device.unlockForConfiguration() }
+        try device.setExposureModeCustom(duration: MediaTime(value: 1, timescale: 200), iso: CaptureDevice.currentISO)
+        try device.setExposureModeCustom(duration: CaptureDevice.currentExposureDuration, iso: 400)
+        #expect(device.exposureDuration == MediaTime(value: 1, timescale: 200) && device.iso == 400)
+        try device.setFocusModeLocked(lensPosition: 0.4)
+        try device.setFocusModeLocked(lensPosition: CaptureDevice.currentLensPosition)
+        #expect(device.lensPosition == 0.4 && device.focusMode == .locked)
+        try device.setWhiteBalanceModeLocked(gains: WhiteBalanceGains(red: 2, green: 1, blue: 1.5))
+        try device.setWhiteBalanceModeLocked(gains: .current)
+        #expect(device.deviceWhiteBalanceGains == WhiteBalanceGains(red: 2, green: 1, blue: 1.5))
+    }
+
     @Test func unsupportedModesAndControlsAreDistinctErrors() throws {
         let rig = try DeviceRig()
         let front = try rig.device("sim:front")
