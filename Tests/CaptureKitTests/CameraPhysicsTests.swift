@@ -20,6 +20,7 @@ import Testing
             }
         }
         let grey = (0..<durations.count).map { frames[3 * $0 + 1].greyLinear }
+        print("Exposure: grey card linear luma at 1/200, 1/100, 1/50, 1/25, 2/25 s (ISO 100): \(grey.map { String(format: "%.4f", $0) })")
         for i in 0..<3 {
             let ratio = grey[i + 1] / grey[i]
             #expect(abs(ratio - 2) <= 0.1, "exposure \(durations[i]) → \(durations[i + 1]): linear grey \(grey[i]) → \(grey[i + 1]), ratio \(ratio)")
@@ -43,6 +44,7 @@ import Testing
             if n == 9 { try? device.setValue(.real(3), for: .sceneSubjectDistance) }
         }
         let off = frames[3].greyLinear, near = frames[7].greyLinear, far = frames[12].greyLinear
+        print("Torch: grey card linear luma off \(off), on at 1 m \(near), on at 3 m \(far)")
         #expect(near > off * 1.3, "torch on at 1 m: \(off) → \(near)")
         #expect(far > off && far < near, "torch at 3 m: \(far) between \(off) and \(near)")
         let observed = await levels.waitFor(count: 2)
