@@ -1,60 +1,72 @@
 import CaptureCore
 import Synchronization
 
-/// The simulator backend: synthetic cameras and microphones that behave like devices, on a
-/// virtual or real-time clock. Everything they produce is a function of (profile, seed, index).
-public struct SimulatorDriver: CaptureDriver {
+/// The simulator backend: synthetic cameras and microphones described by profiles, on a
+/// virtual or real-time clock. Everything they produce is a function of (profile, seed, index,
+/// control state in effect at that frame).
+///
+/// `SimulatorDriver(seed:)` loads the built-in profiles plus those named by `CAPTUREKIT_PROFILES`;
+/// if one of those is malformed, `discoverDevices()` throws the error naming file, field and problem.
+public struct SimulatorDriver: CaptureDriver, AuthorizingDriver, HotPlugDriver {
     public let scheme = "sim"
     public let seed: UInt64
     public let profiles: [SimulatedDeviceProfile]
+    /// Scripted permission answers, hot-plug and other processes' locks.
+    public let scenario: SimulatorScenario
+    private let loadError: CaptureError?
 
-    public init(seed: UInt64 = 0, profiles: [SimulatedDeviceProfile] = SimulatedDeviceProfile.builtIn) {
+    public init(seed: UInt64 = 0, scenario: SimulatorScenario = SimulatorScenario()) {
+        self.seed = seed
+        self.scenario = scenario
+        do {
+            profiles = try SimulatedDeviceProfile.builtInAndEnvironment()
+            loadError = nil
+        } catch {
+            profiles = []
+            loadError = error
+        }
+    }
+
+    public init(seed: UInt64 = 0, profiles: [SimulatedDeviceProfile], scenario: SimulatorScenario = SimulatorScenario()) {
         self.seed = seed
         self.profiles = profiles
+        self.scenario = scenario
+        loadError = nil
     }
 
     public func discoverDevices() throws(CaptureError) -> [DeviceDescription] {
-        profiles.map(\.deviceDescription)
+        if let loadError { throw loadError }
+        return profiles.filter { scenario.isConnected($0.uniqueID) }.map(\.deviceDescription)
     }
 
     public func openDevice(uniqueID: String) throws(CaptureError) -> any DriverDevice {
+        if let loadError { throw loadError }
         guard let profile = profiles.first(where: { $0.uniqueID == uniqueID }) else { throw .deviceNotFound(uniqueID) }
-        return SimulatedDevice(profile: profile, seed: seed)
-    }
-}
-
-/// An opened simulated device.
-final class SimulatedDevice: DriverDevice {
-    let profile: SimulatedDeviceProfile
-    let seed: UInt64
-
-    init(profile: SimulatedDeviceProfile, seed: UInt64) {
-        self.profile = profile
-        self.seed = seed
-    }
-
-    var description: DeviceDescription { profile.deviceDescription }
-
-    func makeStream(_ configuration: StreamConfiguration) throws(CaptureError) -> any DriverStream {
-        guard description.formats.contains(configuration.format) else {
-            throw .formatNotSupported("\(configuration.format.formatDescription) on \(profile.uniqueID)")
-        }
+        guard scenario.isConnected(uniqueID) else { throw .deviceDisconnected(uniqueID) }
         switch profile.kind {
-        case .camera:
-            guard let pixelFormat = configuration.format.pixelFormat, let size = configuration.format.dimensions else {
-                throw .formatNotSupported("camera stream needs a video format")
-            }
-            guard configuration.format.supports(frameDuration: configuration.frameDuration) else {
-                throw .formatNotSupported("frame duration \(configuration.frameDuration) on \(configuration.format.formatDescription)")
-            }
-            // The seed is mixed with the device ID so two simulated cameras differ.
-            let renderer = try SyntheticFrameRenderer(pixelFormat: pixelFormat, dimensions: size,
-                                                      frameDuration: configuration.frameDuration,
-                                                      seed: seed ^ Self.hash(profile.uniqueID))
-            return SimulatedVideoStream(renderer: renderer, pace: configuration.pace)
+        case .camera(let capabilities):
+            return SimulatedCamera(profile: profile, capabilities: capabilities, seed: seed, scenario: scenario)
         case .microphone(let format, let tone):
-            return SimulatedAudioStream(format: format, generator: ToneGenerator(spec: tone, sampleRate: format.sampleRate),
-                                        framesPerBuffer: configuration.audioFramesPerBuffer, pace: configuration.pace)
+            return SimulatedMicrophone(profile: profile, format: format, tone: tone, scenario: scenario)
+        }
+    }
+
+    public func authorizationStatus(for mediaType: MediaType) -> AuthorizationStatus {
+        scenario.authorizationStatus(for: mediaType)
+    }
+
+    public func requestAccess(for mediaType: MediaType) async -> Bool {
+        await scenario.requestAccess(for: mediaType)
+    }
+
+    public func addHotPlugHandler(_ handler: @escaping @Sendable (HotPlugEvent) -> Void) {
+        let profiles = self.profiles
+        scenario.addHotPlugHandler { uniqueID, connected in
+            if connected {
+                if let profile = profiles.first(where: { $0.uniqueID == uniqueID }) { handler(.added(profile.deviceDescription)) }
+            } else {
+                handler(.removed(uniqueID: uniqueID))
+            }
         }
     }
 
@@ -66,27 +78,150 @@ final class SimulatedDevice: DriverDevice {
     }
 }
 
-/// Frames from a renderer: PTS exactly `n × frameDuration` (plus the start time in real time).
+/// The simulator's script for everything outside the devices: what the user answers when asked
+/// for camera/microphone access (grant, deny, restricted, after a delay), devices being unplugged
+/// and plugged back, and other processes holding a device's configuration priority.
+public final class SimulatorScenario: Sendable {
+    /// What `requestAccess` answers for a media type whose status is not determined yet.
+    public enum AccessAnswer: Sendable, Hashable { case grant, deny, restricted }
+
+    private struct State {
+        var status: [MediaType: AuthorizationStatus]
+        var answers: [MediaType: AccessAnswer] = [:]
+        var delay: Duration = .zero
+        var disconnected: Set<String> = []
+        var externalLocks: [String: String] = [:]
+        var handlers: [@Sendable (String, Bool) -> Void] = []
+    }
+
+    private let state: Mutex<State>
+
+    /// Starts authorized for video and audio (as a machine where the user already said yes).
+    public init(authorization: AuthorizationStatus = .authorized) {
+        state = Mutex(State(status: [.video: authorization, .audio: authorization]))
+    }
+
+    public func authorizationStatus(for mediaType: MediaType) -> AuthorizationStatus {
+        state.withLock { $0.status[mediaType] ?? .notDetermined }
+    }
+
+    public func setAuthorizationStatus(_ status: AuthorizationStatus, for mediaType: MediaType) {
+        state.withLock { $0.status[mediaType] = status }
+    }
+
+    /// Scripts the user's answer to the next `requestAccess` while the status is `notDetermined`,
+    /// given after `delay` (a real wait: the dialog is not part of virtual time).
+    public func setAccessAnswer(_ answer: AccessAnswer, for mediaType: MediaType, after delay: Duration = .zero) {
+        state.withLock {
+            $0.answers[mediaType] = answer
+            $0.delay = delay
+        }
+    }
+
+    /// Asks once: a determined status is returned as is; otherwise the scripted answer (default:
+    /// grant) becomes the status.
+    public func requestAccess(for mediaType: MediaType) async -> Bool {
+        let (status, delay) = state.withLock { ($0.status[mediaType] ?? .notDetermined, $0.delay) }
+        if status != .notDetermined { return status == .authorized }
+        if delay > .zero { try? await Task.sleep(for: delay) }
+        return state.withLock { s in
+            if let current = s.status[mediaType], current != .notDetermined { return current == .authorized }
+            let answer = s.answers[mediaType] ?? .grant
+            let newStatus: AuthorizationStatus = answer == .grant ? .authorized : answer == .deny ? .denied : .restricted
+            s.status[mediaType] = newStatus
+            return newStatus == .authorized
+        }
+    }
+
+    public func isConnected(_ uniqueID: String) -> Bool { state.withLock { !$0.disconnected.contains(uniqueID) } }
+
+    /// Unplugs a device: its streams fail with `deviceDisconnected` and its device object is dead for good.
+    public func disconnect(_ uniqueID: String) { setConnected(uniqueID, false) }
+
+    /// Plugs a device back in: it appears as a new device object.
+    public func connect(_ uniqueID: String) { setConnected(uniqueID, true) }
+
+    private func setConnected(_ uniqueID: String, _ connected: Bool) {
+        let handlers = state.withLock { s -> [@Sendable (String, Bool) -> Void] in
+            let changed = connected ? s.disconnected.remove(uniqueID) != nil : s.disconnected.insert(uniqueID).inserted
+            return changed ? s.handlers : []
+        }
+        for handler in handlers { handler(uniqueID, connected) }
+    }
+
+    func addHotPlugHandler(_ handler: @escaping @Sendable (String, Bool) -> Void) {
+        state.withLock { $0.handlers.append(handler) }
+    }
+
+    /// Pretends another process holds the device's configuration priority (nil releases it).
+    public func setExternalConfigurationLock(_ uniqueID: String, holder: String?) {
+        state.withLock { $0.externalLocks[uniqueID] = holder }
+    }
+
+    func externalLockHolder(_ uniqueID: String) -> String? { state.withLock { $0.externalLocks[uniqueID] } }
+
+    func requireAuthorization(_ mediaType: MediaType) throws(CaptureError) {
+        let status = authorizationStatus(for: mediaType)
+        guard status == .authorized else { throw .notAuthorized(mediaType: mediaType.rawValue, status: status.rawValue) }
+    }
+}
+
+/// An opened simulated microphone.
+final class SimulatedMicrophone: DriverDevice {
+    let profile: SimulatedDeviceProfile
+    let format: AudioStreamFormat
+    let tone: SyncToneSpec
+    let scenario: SimulatorScenario
+
+    init(profile: SimulatedDeviceProfile, format: AudioStreamFormat, tone: SyncToneSpec, scenario: SimulatorScenario) {
+        self.profile = profile
+        self.format = format
+        self.tone = tone
+        self.scenario = scenario
+    }
+
+    var description: DeviceDescription { profile.deviceDescription }
+
+    func acquireConfigurationPriority() throws(CaptureError) {
+        if let holder = scenario.externalLockHolder(profile.uniqueID) { throw .lockedByAnotherClient(device: profile.uniqueID, holder: holder) }
+    }
+
+    func makeStream(_ configuration: StreamConfiguration) throws(CaptureError) -> any DriverStream {
+        try scenario.requireAuthorization(.audio)
+        guard description.formats.contains(configuration.format) else {
+            throw .formatNotSupported("\(configuration.format.formatDescription) on \(profile.uniqueID)")
+        }
+        return SimulatedAudioStream(format: format, generator: ToneGenerator(spec: tone, sampleRate: format.sampleRate),
+                                    framesPerBuffer: configuration.audioFramesPerBuffer, pace: configuration.pace,
+                                    uniqueID: profile.uniqueID, scenario: scenario)
+    }
+}
+
+/// Frames from a simulated camera: each frame takes the camera's control state in effect when it
+/// starts, is rendered through it, and reports back. PTS advance by the frame duration, or by the
+/// exposure time when that is longer (plus the start time in real time).
 final class SimulatedVideoStream: DriverStream {
+    private let camera: SimulatedCamera
     private let renderer: SyntheticFrameRenderer
-    private let pace: CapturePace
+    private let configuration: StreamConfiguration
     private let pool: PixelBufferPool
     private let stopSignal = StopSignal()
-    private let state = Mutex<(next: Int64, anchor: MediaTime)>((0, .zero))
+    private let state = Mutex<(next: Int64, offset: MediaTime, previous: MediaTime?, anchor: MediaTime)>((0, .zero, nil, .zero))
     private let format: FormatDescription
 
-    init(renderer: SyntheticFrameRenderer, pace: CapturePace) {
+    init(camera: SimulatedCamera, renderer: SyntheticFrameRenderer, configuration: StreamConfiguration) {
+        self.camera = camera
         self.renderer = renderer
-        self.pace = pace
+        self.configuration = configuration
         // Bounded like a V4L2 buffer queue: consumers that hold frames starve it (frames then drop).
         pool = PixelBufferPool(format: renderer.pixelFormat, width: renderer.width, height: renderer.height,
                                maximumBufferCount: SimulatedVideoStream.bufferCount)
-        format = .video(pixelFormat: renderer.pixelFormat,
-                        dimensions: Dimensions(width: renderer.width, height: renderer.height))
+        format = .video(pixelFormat: renderer.pixelFormat, dimensions: Dimensions(width: renderer.width, height: renderer.height))
     }
 
+    /// Real time: PTS on the host clock from `hostTime`; virtual time: from the session's virtual now.
     func start(at hostTime: MediaTime) throws(CaptureError) {
-        state.withLock { $0 = (0, hostTime) }
+        state.withLock { $0 = (0, .zero, nil, hostTime) }
     }
 
     /// Buffers in the stream's pool, as many as a typical V4L2 capture queue.
@@ -96,23 +231,33 @@ final class SimulatedVideoStream: DriverStream {
         var lost = 0
         while true {
             if stopSignal.isStopped { return nil }
-            let (index, anchor) = state.withLock { s in
-                defer { s.next += 1 }
-                return (s.next, s.anchor)
+            guard camera.scenario.isConnected(camera.profile.uniqueID) else { throw .deviceDisconnected(camera.profile.uniqueID) }
+            let (index, offset, previous, anchor) = state.withLock { ($0.next, $0.offset, $0.previous, $0.anchor) }
+            let plan = camera.beginFrame(format: configuration.format, frameDuration: configuration.frameDuration,
+                                         width: renderer.width, height: renderer.height)
+            let step = plan.exposureSeconds > configuration.frameDuration.seconds
+                ? MediaTime(seconds: plan.exposureSeconds, preferredTimescale: 1_000_000) : configuration.frameDuration
+            let pts = anchor + offset
+            if configuration.pace == .realtime {
+                // A frame is available once it has been exposed: at its start time plus its duration.
+                guard stopSignal.sleep(untilHostTime: pts + step) else { return nil }
             }
-            let pts = anchor + renderer.frameDuration * index
-            if pace == .realtime {
-                // A frame is available once it has been "exposed": at its start time plus one frame.
-                guard stopSignal.sleep(untilHostTime: pts + renderer.frameDuration) else { return nil }
+            state.withLock { s in
+                s.next = index + 1
+                s.previous = offset
+                s.offset = offset + step
             }
             guard let buffer = acquireBuffer() else {
                 // Every buffer is held by a consumer: this frame is lost, as on a device.
                 lost += 1
                 continue
             }
-            renderer.render(frame: index, into: buffer)
+            let measurements = renderer.render(frame: index, effects: plan.effects,
+                                               syncFlash: SyntheticFrameRenderer.showsSyncFlash(offset: offset, previous: previous),
+                                               metering: plan.metering, into: buffer)
+            camera.endFrame(plan, measurements: measurements, presentationTime: pts)
             return SampleBuffer(payload: .pixels(buffer), formatDescription: format,
-                                presentationTime: pts, duration: renderer.frameDuration, sequenceNumber: index,
+                                presentationTime: pts, duration: step, sequenceNumber: index,
                                 discontinuity: lost > 0 ? Discontinuity(count: lost, reason: .outOfBuffers) : nil)
         }
     }
@@ -121,7 +266,7 @@ final class SimulatedVideoStream: DriverStream {
     /// time for a consumer to release one (well-behaved consumers never lose frames), then give up.
     private func acquireBuffer() -> PixelBuffer? {
         if let buffer = pool.makeBuffer() { return buffer }
-        guard pace == .virtual else { return nil }
+        guard configuration.pace == .virtual else { return nil }
         let deadline = HostClock.now() + MediaTime(value: 1, timescale: 1)
         while HostClock.now() < deadline, !stopSignal.isStopped {
             if let buffer = pool.makeBuffer() { return buffer }
@@ -139,14 +284,19 @@ final class SimulatedAudioStream: DriverStream {
     private let generator: ToneGenerator
     private let framesPerBuffer: Int
     private let pace: CapturePace
+    private let uniqueID: String
+    private let scenario: SimulatorScenario
     private let stopSignal = StopSignal()
     private let state = Mutex<(next: Int64, anchor: MediaTime)>((0, .zero))
 
-    init(format: AudioStreamFormat, generator: ToneGenerator, framesPerBuffer: Int, pace: CapturePace) {
+    init(format: AudioStreamFormat, generator: ToneGenerator, framesPerBuffer: Int, pace: CapturePace,
+         uniqueID: String, scenario: SimulatorScenario) {
         self.format = format
         self.generator = generator
         self.framesPerBuffer = framesPerBuffer
         self.pace = pace
+        self.uniqueID = uniqueID
+        self.scenario = scenario
     }
 
     func start(at hostTime: MediaTime) throws(CaptureError) {
@@ -155,6 +305,7 @@ final class SimulatedAudioStream: DriverStream {
 
     func nextSample() throws(CaptureError) -> SampleBuffer? {
         if stopSignal.isStopped { return nil }
+        guard scenario.isConnected(uniqueID) else { throw .deviceDisconnected(uniqueID) }
         let rate = Int32(format.sampleRate)
         let (first, anchor) = state.withLock { s in
             defer { s.next += Int64(framesPerBuffer) }

@@ -1,25 +1,103 @@
 import CaptureCore
+import Foundation
+import Synchronization
 
-/// Draws simulated frames. Frame `n` is a pure function of (format, seed, n): 75 % colour bars,
-/// a dark textured band, a box that moves every frame (so encoders do real work), the frame-index
-/// stamp and the sync flash (`FrameMarkerLayout`).
+/// What the simulated camera does to the scene in one frame. `neutral` renders the scene's
+/// reflectances as they are.
+public struct CameraEffects: Sendable, Hashable {
+    /// Linear-light multiplier per channel: illuminance × exposure × white-balance gain (clipped at 1).
+    public var red = 1.0, green = 1.0, blue = 1.0
+    /// Defocus: box-blur radius in pixels (0 = sharp).
+    public var blurRadius = 0
+    /// Sensor noise: standard deviation in 8-bit luma code values (0 = none).
+    public var noiseSigma = 0.0
+    /// Digital zoom about the centre (1 = none).
+    public var zoom = 1.0
+    /// Encode full-range (420f) instead of video-range luma and chroma.
+    public var fullRange = false
+
+    public init() {}
+    public static let neutral = CameraEffects()
+}
+
+/// Where to measure a frame for the auto controllers (rectangles in pixels).
+public struct MeteringRequest: Sendable, Hashable {
+    public var exposureRegion: PixelRect?
+    public var focusRegion: PixelRect?
+    public var grayWorld = false
+    public init(exposureRegion: PixelRect? = nil, focusRegion: PixelRect? = nil, grayWorld: Bool = false) {
+        self.exposureRegion = exposureRegion
+        self.focusRegion = focusRegion
+        self.grayWorld = grayWorld
+    }
+}
+
+public struct PixelRect: Sendable, Hashable {
+    public var x0, y0, x1, y1: Int
+    public init(x0: Int, y0: Int, x1: Int, y1: Int) { self.x0 = x0; self.y0 = y0; self.x1 = x1; self.y1 = y1 }
+}
+
+/// What the camera's statistics engine saw in a frame (before the markers were drawn).
+public struct FrameMeasurements: Sendable, Hashable {
+    /// Mean luma code value in the exposure region.
+    public var meanLuma: Double?
+    /// Mean absolute horizontal luma difference in the focus region (a contrast/sharpness measure).
+    public var contrast: Double?
+    /// Mean linear R, G, B over the scene (for gray-world white balance).
+    public var linearMeans: (r: Double, g: Double, b: Double)?
+
+    public static func == (a: FrameMeasurements, b: FrameMeasurements) -> Bool {
+        a.meanLuma == b.meanLuma && a.contrast == b.contrast && a.linearMeans?.r == b.linearMeans?.r
+            && a.linearMeans?.g == b.linearMeans?.g && a.linearMeans?.b == b.linearMeans?.b
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(meanLuma)
+        hasher.combine(contrast)
+        hasher.combine(linearMeans?.r)
+    }
+}
+
+/// Draws simulated frames. Frame `n` is a pure function of (format, seed, n, camera effects): a
+/// scene in linear light — 75 % colour bars, an 18 % grey card, a dark textured band and a box that
+/// moves every frame — seen through the camera (exposure, white balance, torch, zoom, defocus, noise),
+/// then the frame-index stamp and the sync flash (`FrameMarkerLayout`), drawn last and untouched.
 ///
-/// The static background is rendered once into a template; each frame copies it and paints the
-/// few moving parts with row fills, so rendering costs about one memcpy per frame.
+/// The scene is a list of flat rectangles with linear-light colours, so exposure and white balance
+/// act on a small palette (exact, and cheap), zoom transforms rectangles, and only defocus
+/// (separable running-sum box blur) and noise (precomputed tiles) touch every pixel — and only when
+/// they are not neutral. The background for the current effects is cached, so a steady camera
+/// costs about one memcpy per frame, as before.
 public final class SyntheticFrameRenderer: Sendable {
     public let pixelFormat: PixelFormat
     public let width: Int
     public let height: Int
     public let frameDuration: MediaTime
     public let layout: FrameMarkerLayout
-    private let template: PixelBuffer
+    public let seed: UInt64
+    private let rects: [SceneRect]
+    private let palette: [LinearColor]
     private let boxSize: Int
     private let boxY: Int
     private let boxX0: Int
     private let boxSpeed: Int
-    private let boxColor: YCbCr
+    private let boxColorIndex: Int
+    /// The 18 % grey card (scene coordinates, zoom 1).
+    public let greyCard: PixelRect
+    /// The textured (checkerboard) band.
+    public let texturedBand: PixelRect
+    private let cache = Mutex<BackgroundCache?>(nil)
 
-    struct YCbCr: Sendable { var y: UInt8, cb: UInt8, cr: UInt8 }
+    struct YCbCr: Sendable, Hashable { var y: UInt8, cb: UInt8, cr: UInt8 }
+    struct LinearColor: Sendable { var r: Double, g: Double, b: Double }
+    struct SceneRect: Sendable { var x0, y0, x1, y1: Int; var color: Int }
+
+    final class BackgroundCache: @unchecked Sendable {
+        // Only touched under the renderer's `cache` mutex.
+        let key: CameraEffects
+        let buffer: PixelBuffer
+        init(key: CameraEffects, buffer: PixelBuffer) { self.key = key; self.buffer = buffer }
+    }
 
     /// 75 % bars, BT.601 limited range: white, yellow, cyan, green, magenta, red, blue.
     static let bars: [YCbCr] = [
@@ -31,6 +109,10 @@ public final class SyntheticFrameRenderer: Sendable {
         YCbCr(y: 210, cb: 16, cr: 146), YCbCr(y: 170, cb: 166, cr: 16), YCbCr(y: 145, cb: 54, cr: 34),
         YCbCr(y: 106, cb: 202, cr: 222),
     ]
+    /// Reflectance of the grey card.
+    public static let greyCardReflectance = 0.18
+    /// Display transfer: code = 16 + 219 · linear^(1/gamma) (video range).
+    public static let gamma = 2.2
 
     public init(pixelFormat: PixelFormat, dimensions: Dimensions, frameDuration: MediaTime, seed: UInt64) throws(CaptureError) {
         guard [.nv12, .yuv420, .yuyv].contains(pixelFormat) else {
@@ -43,6 +125,7 @@ public final class SyntheticFrameRenderer: Sendable {
         self.width = dimensions.width
         self.height = dimensions.height
         self.frameDuration = frameDuration
+        self.seed = seed
         self.layout = FrameMarkerLayout(width: width, height: height)
         var random = SeededRandom(seed: seed)
         boxSize = max(16, (height / 6) & ~1)
@@ -51,26 +134,145 @@ public final class SyntheticFrameRenderer: Sendable {
         boxY = (barsTop + 2 + random.next(below: max(1, barsBottom - barsTop - boxSize - 4))) & ~1
         boxX0 = random.next(below: width - boxSize) & ~1
         boxSpeed = (max(2, width / 160) * (1 + random.next(below: 3))) & ~1
-        boxColor = Self.boxPalette[random.next(below: Self.boxPalette.count)]
-        template = PixelBuffer(format: pixelFormat, width: width, height: height)
-        drawBackground(random: &random)
+        let boxChoice = random.next(below: Self.boxPalette.count)
+
+        var palette: [LinearColor] = [LinearColor(r: 0, g: 0, b: 0)]  // 0: black, outside the scene
+        var rects: [SceneRect] = []
+        for (i, color) in Self.bars.enumerated() {
+            palette.append(Self.linear(color))
+            rects.append(SceneRect(x0: i * width / Self.bars.count, y0: barsTop, x1: (i + 1) * width / Self.bars.count, y1: barsBottom,
+                                   color: palette.count - 1))
+        }
+        // Dark band with a seeded checkerboard of 16-pixel blocks: texture for autofocus, far below the flash level.
+        let block = 16
+        var greyIndex: [Int: Int] = [:]
+        var y = barsBottom
+        while y < height {
+            var x = 0
+            while x < width {
+                let luma = 28 + random.next(below: 24)
+                // One palette entry per grey level, shared by every block of that level.
+                let index = greyIndex[luma] ?? {
+                    palette.append(Self.linear(YCbCr(y: UInt8(luma), cb: 128, cr: 128)))
+                    greyIndex[luma] = palette.count - 1
+                    return palette.count - 1
+                }()
+                rects.append(SceneRect(x0: x, y0: y, x1: min(x + block, width), y1: min(y + block, height), color: index))
+                x += block
+            }
+            y += block
+        }
+        texturedBand = PixelRect(x0: width / 4, y0: barsBottom, x1: width, y1: height)
+        // The grey card covers the left quarter of the band.
+        greyCard = PixelRect(x0: 0, y0: barsBottom, x1: (width / 4) & ~1, y1: height)
+        let g = Self.greyCardReflectance
+        palette.append(LinearColor(r: g, g: g, b: g))
+        rects.append(SceneRect(x0: greyCard.x0, y0: greyCard.y0, x1: greyCard.x1, y1: greyCard.y1, color: palette.count - 1))
+        palette.append(Self.linear(Self.boxPalette[boxChoice]))
+        boxColorIndex = palette.count - 1
+        self.palette = palette
+        self.rects = rects
     }
 
-    /// Paints frame `index` into `buffer` (same format and size as the renderer).
+    // MARK: Colour
+
+    static func linear(_ c: YCbCr) -> LinearColor {
+        let y = (Double(c.y) - 16) / 219, cb = (Double(c.cb) - 128) / 224, cr = (Double(c.cr) - 128) / 224
+        func lin(_ v: Double) -> Double { pow(min(max(v, 0), 1), gamma) }
+        return LinearColor(r: lin(y + 1.402 * cr), g: lin(y - 0.344_136 * cb - 0.714_136 * cr), b: lin(y + 1.772 * cb))
+    }
+
+    static func encode(_ c: LinearColor, fullRange: Bool) -> YCbCr {
+        func g(_ v: Double) -> Double { pow(min(max(v, 0), 1), 1 / gamma) }
+        let r = g(c.r), gg = g(c.g), b = g(c.b)
+        let y = 0.299 * r + 0.587 * gg + 0.114 * b
+        let cb = (b - y) / 1.772, cr = (r - y) / 1.402
+        func clamp(_ v: Double) -> UInt8 { UInt8(min(max(v.rounded(), 0), 255)) }
+        if fullRange { return YCbCr(y: clamp(255 * y), cb: clamp(128 + 255 * cb), cr: clamp(128 + 255 * cr)) }
+        return YCbCr(y: clamp(16 + 219 * y), cb: clamp(128 + 224 * cb), cr: clamp(128 + 224 * cr))
+    }
+
+    /// Linear light of a video-range luma code value (the inverse of the renderer's transfer).
+    public static func linearLight(ofLuma code: Double) -> Double {
+        pow(min(max((code - 16) / 219, 0), 1), gamma)
+    }
+
+    /// `v^gamma` for v in 0…1 in steps of 1/4096 (statistics use it instead of `pow`).
+    static let linearTable: [Double] = (0...4096).map { pow(Double($0) / 4096, gamma) }
+
+    /// Linear R, G, B of a video-range Y'CbCr sample (table-based; for statistics).
+    static func linearRGB(y: Double, cb: Double, cr: Double) -> (Double, Double, Double) {
+        let yp = (y - 16) / 219, cbp = (cb - 128) / 224, crp = (cr - 128) / 224
+        func lin(_ v: Double) -> Double { linearTable[Int((min(max(v, 0), 1) * 4096).rounded())] }
+        return (lin(yp + 1.402 * crp), lin(yp - 0.344_136 * cbp - 0.714_136 * crp), lin(yp + 1.772 * cbp))
+    }
+
+    // MARK: Rendering
+
+    /// Paints frame `index` of a neutral camera into `buffer` (same format and size as the renderer),
+    /// with the sync flash placed for constant frame durations.
     public func render(frame index: Int64, into buffer: PixelBuffer) {
+        _ = render(frame: index, effects: .neutral, syncFlash: Self.showsSyncFlash(frame: index, frameDuration: frameDuration),
+                   metering: nil, into: buffer)
+    }
+
+    /// Paints frame `index` as seen through `effects`, measures it for the auto controllers, then
+    /// draws the markers.
+    public func render(frame index: Int64, effects: CameraEffects, syncFlash: Bool, metering: MeteringRequest?,
+                       into buffer: PixelBuffer) -> FrameMeasurements {
         precondition(buffer.format == pixelFormat && buffer.width == width && buffer.height == height,
                      "buffer does not match the renderer's format")
-        for plane in 0..<buffer.planeCount {
-            buffer.baseAddress(ofPlane: plane).copyMemory(
-                from: template.baseAddress(ofPlane: plane), byteCount: buffer.bytesPerRow[plane] * buffer.planeRows[plane])
-        }
+        drawBackground(effects, into: buffer)
+        let boxColor = Self.encode(scale(palette[boxColorIndex], effects), fullRange: effects.fullRange)
         let span = width - boxSize
         let x = Int((Int64(boxX0) + index * Int64(boxSpeed)) % Int64(span)) & ~1
-        fill(buffer, rows: boxY..<(boxY + boxSize), columns: x..<(x + boxSize), color: boxColor)
+        let box = transform(SceneRect(x0: x, y0: boxY, x1: x + boxSize, y1: boxY + boxSize, color: boxColorIndex), zoom: effects.zoom)
+        fill(buffer, rows: box.y0..<box.y1, columns: box.x0..<box.x1, color: boxColor)
+        if effects.blurRadius > 0 { CameraImaging.blur(buffer, radius: effects.blurRadius) }
+        if effects.noiseSigma >= 0.25 { CameraImaging.addNoise(buffer, sigma: effects.noiseSigma, seed: seed, frame: index) }
+        var measurements = FrameMeasurements()
+        if let metering { measurements = CameraImaging.measure(buffer, metering, fullRange: effects.fullRange) }
+        // The markers: neutral stamp band, stamp, flash — after every camera effect.
+        fill(buffer, rows: 0..<layout.stampBandHeight, columns: 0..<width,
+             color: YCbCr(y: FrameMarkerLayout.lumaZero, cb: FrameMarkerLayout.neutralChroma, cr: FrameMarkerLayout.neutralChroma))
         drawStamp(UInt32(truncatingIfNeeded: index), into: buffer)
-        if Self.showsSyncFlash(frame: index, frameDuration: frameDuration) {
-            fill(buffer, rows: layout.syncMarkerRows, columns: layout.syncMarkerColumns,
-                 color: YCbCr(y: FrameMarkerLayout.lumaOne, cb: 128, cr: 128))
+        // The sync-marker square is part of the overlay: luma 235 on a flash frame, 16 otherwise, so
+        // an overexposed or zoomed scene can never pass for a flash.
+        fill(buffer, rows: layout.syncMarkerRows, columns: layout.syncMarkerColumns,
+             color: YCbCr(y: syncFlash ? FrameMarkerLayout.lumaOne : FrameMarkerLayout.lumaZero, cb: 128, cr: 128))
+        return measurements
+    }
+
+    private func scale(_ c: LinearColor, _ e: CameraEffects) -> LinearColor {
+        LinearColor(r: c.r * e.red, g: c.g * e.green, b: c.b * e.blue)
+    }
+
+    private func transform(_ r: SceneRect, zoom: Double) -> SceneRect {
+        guard zoom != 1 else { return r }
+        let cx = Double(width) / 2, cy = Double(height) / 2
+        func tx(_ v: Int) -> Int { min(max(Int((cx + (Double(v) - cx) * zoom).rounded()), 0), width) }
+        func ty(_ v: Int) -> Int { min(max(Int((cy + (Double(v) - cy) * zoom).rounded()), 0), height) }
+        return SceneRect(x0: tx(r.x0), y0: ty(r.y0), x1: tx(r.x1), y1: ty(r.y1), color: r.color)
+    }
+
+    /// Copies the cached background for these effects, or draws (and caches) it.
+    private func drawBackground(_ effects: CameraEffects, into buffer: PixelBuffer) {
+        cache.withLock { cached in
+            if cached == nil || cached?.key != effects {
+                let background = PixelBuffer(format: pixelFormat, width: width, height: height)
+                let colors = palette.map { Self.encode(scale($0, effects), fullRange: effects.fullRange) }
+                fill(background, rows: 0..<height, columns: 0..<width, color: colors[0])
+                for rect in rects {
+                    let r = transform(rect, zoom: effects.zoom)
+                    fill(background, rows: r.y0..<r.y1, columns: r.x0..<r.x1, color: colors[rect.color])
+                }
+                cached = BackgroundCache(key: effects, buffer: background)
+            }
+            guard let template = cached?.buffer else { return }
+            for plane in 0..<buffer.planeCount {
+                buffer.baseAddress(ofPlane: plane).copyMemory(
+                    from: template.baseAddress(ofPlane: plane), byteCount: buffer.bytesPerRow[plane] * buffer.planeRows[plane])
+            }
         }
     }
 
@@ -82,6 +284,13 @@ public final class SyntheticFrameRenderer: Sendable {
         return (index * v) / ts > ((index - 1) * v) / ts
     }
 
+    /// True when a frame at `offset` from the stream start is the first at or after a whole second,
+    /// given the previous frame's offset (for frame durations that change, e.g. long exposures).
+    public static func showsSyncFlash(offset: MediaTime, previous: MediaTime?) -> Bool {
+        guard let previous, offset.isNumeric, previous.isNumeric else { return false }
+        return offset.value / Int64(offset.timescale) > previous.value / Int64(previous.timescale)
+    }
+
     private func drawStamp(_ value: UInt32, into buffer: PixelBuffer) {
         let band = 0..<layout.stampBandHeight
         for k in 0..<FrameMarkerLayout.bitCount {
@@ -89,29 +298,6 @@ public final class SyntheticFrameRenderer: Sendable {
             fillLuma(buffer, rows: band, columns: layout.stampCellColumns(k),
                      value: bit == 1 ? FrameMarkerLayout.lumaOne : FrameMarkerLayout.lumaZero)
         }
-    }
-
-    private func drawBackground(random: inout SeededRandom) {
-        let band = layout.stampBandHeight
-        let barsBottom = height * 2 / 3
-        for (i, color) in Self.bars.enumerated() {
-            let columns = (i * width / Self.bars.count)..<((i + 1) * width / Self.bars.count)
-            fill(template, rows: band..<barsBottom, columns: columns, color: color)
-        }
-        // Dark band with a seeded checkerboard of 16-pixel blocks: texture, but far below the flash level.
-        let block = 16
-        var y = barsBottom
-        while y < height {
-            var x = 0
-            while x < width {
-                let luma: UInt8 = 28 + UInt8(random.next(below: 24))
-                fill(template, rows: y..<min(y + block, height), columns: x..<min(x + block, width),
-                     color: YCbCr(y: luma, cb: 128, cr: 128))
-                x += block
-            }
-            y += block
-        }
-        fill(template, rows: 0..<band, columns: 0..<width, color: YCbCr(y: FrameMarkerLayout.lumaZero, cb: 128, cr: 128))
     }
 
     // MARK: Painting primitives (row fills, so debug builds stay fast)
@@ -142,12 +328,14 @@ public final class SyntheticFrameRenderer: Sendable {
         case .nv12:
             let base = buffer.baseAddress(ofPlane: 1).assumingMemoryBound(to: UInt8.self)
             let stride = buffer.bytesPerRow[1]
-            for row in chromaRows {
-                let line = base + row * stride
-                for c in chromaColumns {
-                    line[c * 2] = color.cb
-                    line[c * 2 + 1] = color.cr
-                }
+            // Build one interleaved row, then copy it to every chroma row.
+            let first = base + chromaRows.lowerBound * stride + chromaColumns.lowerBound * 2
+            for c in 0..<chromaColumns.count {
+                first[c * 2] = color.cb
+                first[c * 2 + 1] = color.cr
+            }
+            for row in chromaRows.dropFirst() {
+                (base + row * stride + chromaColumns.lowerBound * 2).update(from: first, count: chromaColumns.count * 2)
             }
         case .yuv420:
             for (plane, value) in [(1, color.cb), (2, color.cr)] {

@@ -1,10 +1,5 @@
 import Synchronization
 
-/// Video stabilization modes (AVCaptureVideoStabilizationMode).
-public enum VideoStabilizationMode: String, Sendable, Hashable, Codable, CaseIterable {
-    case off, standard, cinematic, auto
-}
-
 /// The legacy orientation enum (AVCaptureVideoOrientation), mapped onto rotation angles.
 public enum VideoOrientation: String, Sendable, Hashable, CaseIterable {
     case portrait, portraitUpsideDown, landscapeRight, landscapeLeft
@@ -118,6 +113,7 @@ public final class CaptureConnection: Sendable {
         switch preferredVideoStabilizationMode {
         case .off: return .off
         case .auto:
+            if supported.contains(.cinematicExtended) { return .cinematicExtended }
             if supported.contains(.cinematic) { return .cinematic }
             return supported.contains(.standard) ? .standard : .off
         case let mode: return supported.contains(mode) ? mode : .off

@@ -26,8 +26,23 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
     case encoderUnavailable(String)
     case codecFailure(operation: String, code: Int32, message: String)
     case streamEnded
-    /// Another client (process or file descriptor) holds the device's configuration priority.
-    case lockedByAnotherClient(String)
+    // Device model (configuration lock, controls, authorization, profiles)
+    /// Runtime error: another client holds the device's configuration lock (in this process or another).
+    case lockedByAnotherClient(device: String, holder: String)
+    /// Programmer error: a control, format or frame duration was changed without the configuration lock.
+    case notLockedForConfiguration(device: String, operation: String)
+    /// Programmer error: a value outside the allowed range.
+    case valueOutOfRange(control: String, value: String, allowed: String)
+    /// Programmer error: the device does not support this control, mode or value.
+    case controlNotSupported(device: String, control: String, detail: String)
+    /// A control key nobody knows.
+    case unknownControl(key: String, known: String)
+    /// Capture was attempted without the user's permission for this media type.
+    case notAuthorized(mediaType: String, status: String)
+    /// Runtime error: the torch cannot give this level now (thermal limit).
+    case torchLevelUnavailable(requested: Double, available: Double)
+    /// A device profile file is malformed.
+    case invalidProfile(file: String, field: String, problem: String)
     /// The device refused to start streaming (V4L2 STREAMON, REQBUFS, mmap, ALSA prepare/start).
     case deviceStartFailed(device: String, reason: String)
     /// The process may not open the device node (EACCES/EPERM).
@@ -77,8 +92,22 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
             return "\(op) failed (\(code)): \(message)"
         case .streamEnded:
             return "the device's stream ended"
-        case .lockedByAnotherClient(let id):
-            return "device '\(id)' is locked for configuration by another client; wait until it unlocks or stop the other process"
+        case .lockedByAnotherClient(let device, let holder):
+            return "device '\(device)' is locked for configuration by another client (\(holder)); wait until it unlocks or use another device"
+        case .notLockedForConfiguration(let device, let operation):
+            return "\(operation) on '\(device)' needs the configuration lock; call lockForConfiguration() first"
+        case .valueOutOfRange(let control, let value, let allowed):
+            return "\(control) = \(value) is out of range; allowed: \(allowed)"
+        case .controlNotSupported(let device, let control, let detail):
+            return "'\(device)' does not support \(control): \(detail); run `capture controls \(device)` to see what it supports"
+        case .unknownControl(let key, let known):
+            return "unknown control '\(key)'; known controls: \(known)"
+        case .notAuthorized(let mediaType, let status):
+            return "capturing \(mediaType) is not authorized (status: \(status)); call requestAccess(for: .\(mediaType)) and capture only once it is granted"
+        case .torchLevelUnavailable(let requested, let available):
+            return "torch level \(requested) is above the level available now (\(available), limited by the device's thermal state); use a lower level or wait"
+        case .invalidProfile(let file, let field, let problem):
+            return "device profile \(file): field '\(field)': \(problem)"
         case .deviceStartFailed(let id, let reason):
             return "device '\(id)' could not start streaming: \(reason)"
         case .deviceAccessDenied(let id):

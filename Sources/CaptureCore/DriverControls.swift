@@ -73,12 +73,15 @@ public struct ControlDescription: Hashable, Sendable {
     public var defaultValue: ControlValue
     /// True when the value may change by itself (auto modes), so it should be observed, not cached.
     public var isVolatile: Bool
+    /// True for status values a client can read but not set (e.g. `focus.isAdjusting`).
+    public var isReadOnly: Bool
 
-    public init(id: ControlID, kind: Kind, defaultValue: ControlValue, isVolatile: Bool = false) {
+    public init(id: ControlID, kind: Kind, defaultValue: ControlValue, isVolatile: Bool = false, isReadOnly: Bool = false) {
         self.id = id
         self.kind = kind
         self.defaultValue = defaultValue
         self.isVolatile = isVolatile
+        self.isReadOnly = isReadOnly
     }
 }
 

@@ -15,7 +15,7 @@ public enum SampleDropReason: String, Sendable, Hashable, CustomStringConvertibl
 
 /// Something a real device reported while streaming: drops and disconnection. The driver SPI's
 /// `nextSample()` only carries samples and errors, so backends post these here.
-public enum DeviceEvent: Sendable, Hashable {
+public enum DriverEvent: Sendable, Hashable {
     /// `count` samples (video frames or audio frames) were lost around `presentationTime`.
     case samplesDropped(deviceID: String, reason: SampleDropReason, count: Int, presentationTime: MediaTime)
     /// The device went away (unplugged, driver unbound); its streams end with `deviceDisconnected`.
@@ -28,19 +28,19 @@ public enum DeviceEvent: Sendable, Hashable {
     }
 }
 
-/// Where backends report `DeviceEvent`s: subscribers get them as an AsyncSequence, and running
+/// Where backends report `DriverEvent`s: subscribers get them as an AsyncSequence, and running
 /// totals per device and reason can be read at any time (for summaries and tests).
 public final class DeviceEventCenter: Sendable {
     /// The process-wide center every backend posts to.
     public static let shared = DeviceEventCenter()
 
-    private let broadcaster = EventBroadcaster<DeviceEvent>()
+    private let broadcaster = EventBroadcaster<DriverEvent>()
     private let totals = Mutex<[String: [SampleDropReason: Int]]>([:])
     private let disconnectedIDs = Mutex<Set<String>>([])
 
     public init() {}
 
-    public func post(_ event: DeviceEvent) {
+    public func post(_ event: DriverEvent) {
         switch event {
         case .samplesDropped(let id, let reason, let count, _):
             totals.withLock { $0[id, default: [:]][reason, default: 0] += count }
@@ -51,7 +51,7 @@ public final class DeviceEventCenter: Sendable {
     }
 
     /// Every event posted from now on.
-    public func events() -> AsyncStream<DeviceEvent> { broadcaster.subscribe() }
+    public func events() -> AsyncStream<DriverEvent> { broadcaster.subscribe() }
 
     /// Samples dropped so far by a device for a reason (all reasons when nil).
     public func droppedCount(deviceID: String, reason: SampleDropReason? = nil) -> Int {

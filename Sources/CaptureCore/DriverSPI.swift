@@ -25,9 +25,11 @@ public struct DeviceDescription: Sendable, Hashable {
     public var formats: [DeviceFormat]
     /// Index into `formats` of the format a fresh device starts with.
     public var defaultFormatIndex: Int
+    /// What kind of device this is (discovery sessions filter on it).
+    public var deviceType: DeviceType
 
     public init(uniqueID: String, localizedName: String, modelID: String, mediaType: MediaType,
-                position: Position, formats: [DeviceFormat], defaultFormatIndex: Int = 0) {
+                position: Position, formats: [DeviceFormat], defaultFormatIndex: Int = 0, deviceType: DeviceType? = nil) {
         self.uniqueID = uniqueID
         self.localizedName = localizedName
         self.modelID = modelID
@@ -35,7 +37,27 @@ public struct DeviceDescription: Sendable, Hashable {
         self.position = position
         self.formats = formats
         self.defaultFormatIndex = defaultFormatIndex
+        self.deviceType = deviceType ?? (mediaType == .audio ? .microphone : position == .external ? .external : .builtInWideAngleCamera)
     }
+}
+
+/// The kind of a capture device (AVCaptureDevice.DeviceType).
+public enum DeviceType: String, Sendable, Hashable, Codable, CaseIterable {
+    case builtInWideAngleCamera, builtInUltraWideCamera, builtInTelephotoCamera
+    /// A camera plugged in from outside (USB/UVC webcams).
+    case external
+    case microphone
+}
+
+/// Video stabilization modes (AVCaptureVideoStabilizationMode). Formats support some of the
+/// concrete ones; `auto` is only a connection's preference, never an active mode.
+public enum VideoStabilizationMode: String, Sendable, Hashable, Codable, CaseIterable {
+    case off, standard, cinematic, cinematicExtended, auto
+}
+
+/// How a format's autofocus works (AVCaptureDevice.Format.AutoFocusSystem).
+public enum AutoFocusSystem: String, Sendable, Hashable, Codable {
+    case none, contrastDetection, phaseDetection
 }
 
 /// A supported range of frame rates (AVFrameRateRange). `minFrameDuration = 1 / maxFrameRate`.
@@ -76,14 +98,33 @@ public struct DeviceFormat: Sendable, Hashable {
     public var formatDescription: FormatDescription
     /// Video only: the supported frame-rate ranges.
     public var frameRateRanges: [FrameRateRange]
-    /// Video only: stabilization modes this format can apply (never `auto`; `off` always).
-    public var supportedStabilizationModes: [VideoStabilizationMode]
+    /// Video only: the camera's properties in this format (AVCaptureDevice.Format). Defaults describe
+    /// a plain camera with no manual exposure limits known.
+    public var properties: VideoFormatProperties
 
     public init(formatDescription: FormatDescription, frameRateRanges: [FrameRateRange] = [],
-                supportedStabilizationModes: [VideoStabilizationMode] = [.off]) {
+                properties: VideoFormatProperties = VideoFormatProperties()) {
         self.formatDescription = formatDescription
         self.frameRateRanges = frameRateRanges
-        self.supportedStabilizationModes = supportedStabilizationModes
+        self.properties = properties
+    }
+
+    public var fieldOfView: Double { properties.fieldOfView }
+    public var minExposureDuration: MediaTime { properties.minExposureDuration }
+    public var maxExposureDuration: MediaTime { properties.maxExposureDuration }
+    public var minISO: Double { properties.minISO }
+    public var maxISO: Double { properties.maxISO }
+    public var videoMaxZoomFactor: Double { properties.maxZoomFactor }
+    public var isVideoHDRSupported: Bool { properties.isVideoHDRSupported }
+    public var highResolutionStillImageDimensions: Dimensions? { properties.highResolutionStillDimensions }
+    public var isFullRange: Bool { properties.isFullRange }
+    /// The concrete stabilization modes this format supports, `off` always among them.
+    public var supportedStabilizationModes: [VideoStabilizationMode] {
+        [.off] + properties.stabilizationModes.filter { $0 != .off && $0 != .auto }
+    }
+
+    public func isVideoStabilizationModeSupported(_ mode: VideoStabilizationMode) -> Bool {
+        mode == .off || properties.stabilizationModes.contains(mode)
     }
 
     public var mediaType: MediaType { formatDescription.mediaType }
@@ -113,6 +154,41 @@ public struct DeviceFormat: Sendable, Hashable {
 
     public func supports(frameDuration: MediaTime) -> Bool {
         frameRateRanges.contains { $0.contains(frameDuration: frameDuration) }
+    }
+}
+
+/// A video format's camera properties (the rest of AVCaptureDevice.Format).
+public struct VideoFormatProperties: Sendable, Hashable {
+    /// Horizontal field of view in degrees.
+    public var fieldOfView: Double
+    public var minExposureDuration: MediaTime
+    public var maxExposureDuration: MediaTime
+    public var minISO: Double
+    public var maxISO: Double
+    public var maxZoomFactor: Double
+    public var stabilizationModes: [VideoStabilizationMode]
+    public var highResolutionStillDimensions: Dimensions?
+    public var isVideoHDRSupported: Bool
+    /// NV12 "420f" (full range) rather than "420v" (video range).
+    public var isFullRange: Bool
+    public var autoFocusSystem: AutoFocusSystem
+
+    public init(fieldOfView: Double = 60, minExposureDuration: MediaTime = MediaTime(value: 1, timescale: 10_000),
+                maxExposureDuration: MediaTime = MediaTime(value: 1, timescale: 5), minISO: Double = 100, maxISO: Double = 800,
+                maxZoomFactor: Double = 1, stabilizationModes: [VideoStabilizationMode] = [.off],
+                highResolutionStillDimensions: Dimensions? = nil, isVideoHDRSupported: Bool = false,
+                isFullRange: Bool = false, autoFocusSystem: AutoFocusSystem = .none) {
+        self.fieldOfView = fieldOfView
+        self.minExposureDuration = minExposureDuration
+        self.maxExposureDuration = maxExposureDuration
+        self.minISO = minISO
+        self.maxISO = maxISO
+        self.maxZoomFactor = maxZoomFactor
+        self.stabilizationModes = stabilizationModes
+        self.highResolutionStillDimensions = highResolutionStillDimensions
+        self.isVideoHDRSupported = isVideoHDRSupported
+        self.isFullRange = isFullRange
+        self.autoFocusSystem = autoFocusSystem
     }
 }
 

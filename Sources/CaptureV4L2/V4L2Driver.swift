@@ -133,7 +133,7 @@ final class V4L2Device: DriverDevice {
         case ENODEV, ENXIO:
             markDisconnected()
             return .deviceDisconnected(uniqueID)
-        case EBUSY: return .lockedByAnotherClient(uniqueID)
+        case EBUSY: return .lockedByAnotherClient(device: uniqueID, holder: "another process (V4L2 record priority)")
         case EACCES, EPERM: return .invalidArgument("\(what) on \(uniqueID) is not permitted (read-only or inactive control)")
         default: return .invalidArgument("\(what) on \(uniqueID) failed: \(errnoText(code))")
         }

@@ -8,10 +8,10 @@ struct CaptureCommand: AsyncParsableCommand {
         commandName: "capture",
         abstract: "Record from cameras and microphones — simulated or real — with CaptureKit.",
         discussion: """
-            Devices are named by unique ID: sim:back (simulated camera), sim:mic (simulated microphone).
+            Devices are named by unique ID: sim:back, sim:front, sim:webcam (simulated cameras), sim:mic (simulated microphone).
             Simulated frames carry a frame-index stamp and A/V sync markers (see README).
             """,
-        subcommands: [RecordCommand.self, PhotoCommand.self, DevicesCommand.self])
+        subcommands: [RecordCommand.self, PhotoCommand.self, DevicesCommand.self, ControlsCommand.self, FormatsCommand.self])
 }
 
 /// Writes to standard error (the CLI's messages; results go to standard output).

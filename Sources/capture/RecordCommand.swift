@@ -62,6 +62,12 @@ struct RecordCommand: AsyncParsableCommand {
     @Option(name: .customLong("video-codec"), help: "Video codec: h264 or mjpeg.")
     var videoCodec: VideoCodec = .h264
 
+    @Option(name: .customLong("control"), help: "KEY=VALUE, repeatable: a camera control applied under the configuration lock before capture (see `capture controls DEVICE`).")
+    var controls: [String] = []
+
+    @Option(help: "WxH@FPS[:FOURCC]: the camera format and a constant frame rate, e.g. 1280x720@60:420f.")
+    var format: String?
+
     @Flag(help: "Print the summary as JSON.")
     var json = false
 
@@ -111,6 +117,7 @@ struct RecordCommand: AsyncParsableCommand {
             if let camera {
                 let device = try registry.device(uniqueID: camera)
                 try configure(device)
+                try ControlOptions.configure(device, format: format, controls: controls)
                 try session.addInput(CaptureDeviceInput(device: device))
                 cameraDevice = device
             }

@@ -13,7 +13,19 @@ private struct StubDriver: CaptureDriver {
                                             frameRateRanges: [FrameRateRange(minRate: 5, maxRate: 60)]),
                            ])]
     }
-    func openDevice(uniqueID: String) throws(CaptureError) -> any DriverDevice { throw .deviceNotFound(uniqueID) }
+    func openDevice(uniqueID: String) throws(CaptureError) -> any DriverDevice {
+        guard let description = try discoverDevices().first(where: { $0.uniqueID == uniqueID }) else { throw .deviceNotFound(uniqueID) }
+        return StubDevice(description: description)
+    }
+}
+
+/// The configuration lock reaches the driver (`acquireConfigurationPriority`), so the stub opens.
+private final class StubDevice: DriverDevice {
+    let description: DeviceDescription
+    init(description: DeviceDescription) { self.description = description }
+    func makeStream(_ configuration: StreamConfiguration) throws(CaptureError) -> any DriverStream {
+        throw .formatNotSupported("the stub does not stream")
+    }
 }
 
 @Suite struct DeviceTests {

@@ -158,7 +158,7 @@ struct VividTests {
         let first = try V4L2Driver().openDevice(uniqueID: node)
         let second = try V4L2Driver().openDevice(uniqueID: node)
         try first.acquireConfigurationPriority()
-        #expect(throws: CaptureError.lockedByAnotherClient(node)) { try second.acquireConfigurationPriority() }
+        #expect(throws: CaptureError.lockedByAnotherClient(device: node, holder: "another process (V4L2 record priority)")) { try second.acquireConfigurationPriority() }
         // Another process can neither take the priority nor change a control.
         let other = try DeviceEnvironment.run("v4l2-ctl", ["-d", node, "--set-priority=3"])
         #expect(other.status != 0, "a second process took record priority: \(other.stdout) \(other.stderr)")

@@ -65,15 +65,17 @@ import Testing
         let path = try TestSupport.temporaryDirectory() + "/interrupted.mp4"
         let process = Process()
         process.executableURL = URL(fileURLWithPath: Self.binary)
-        process.arguments = ["record", "--camera", "sim:back", "--microphone", "sim:mic", "--duration", "30",
-                             "--fragment-interval", "0", "--preset", "ultrafast", "--json", path]
+        // Virtual pace and a long duration: the recording is still going when the signal lands,
+        // however loaded the machine is.
+        process.arguments = ["record", "--camera", "sim:back", "--microphone", "sim:mic", "--duration", "3600",
+                             "--pace", "virtual", "--fragment-interval", "0", "--preset", "ultrafast", "--json", path]
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice
         try process.run()
         // Signal once the recording has begun (the file exists), so the handler is installed.
         for _ in 0..<2000 where !FileManager.default.fileExists(atPath: path) { try await Task.sleep(for: .milliseconds(10)) }
-        try await Task.sleep(for: .milliseconds(500))
+        try await Task.sleep(for: .milliseconds(300))
         kill(process.processIdentifier, SIGINT)
         let data = out.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()

@@ -4,7 +4,7 @@ import Synchronization
 import Testing
 
 /// Collects what a video data output delivers; can be slow or hold on to buffers.
-private final class FrameCollector: VideoDataOutputSampleBufferDelegate {
+private final class DataFrameCollector: VideoDataOutputSampleBufferDelegate {
     struct Seen { var pts: MediaTime; var index: UInt32?; var width: Int; var height: Int; var format: PixelFormat }
     let seen = Mutex<[Seen]>([])
     let drops = Mutex<[DropReason]>([])
@@ -60,7 +60,7 @@ private final class AudioCollector: AudioDataOutputSampleBufferDelegate {
     @Test func virtualPaceDeliversEveryFrameInOrderEvenToASlowConsumer() async throws {
         let session = try makeSession(.virtual)
         let output = VideoDataOutput()
-        let collector = FrameCollector(delay: .milliseconds(3))
+        let collector = DataFrameCollector(delay: .milliseconds(3))
         output.setSampleBufferDelegate(collector, queue: DispatchQueue(label: "consumer"))
         try session.addOutput(output)
         try session.startRunning()
@@ -78,7 +78,7 @@ private final class AudioCollector: AudioDataOutputSampleBufferDelegate {
         let session = try makeSession(.virtual)
         let output = VideoDataOutput()
         output.videoSettings = .init(pixelFormat: .yuv420, dimensions: Dimensions(width: 320, height: 240))
-        let collector = FrameCollector()
+        let collector = DataFrameCollector()
         output.setSampleBufferDelegate(collector, queue: DispatchQueue(label: "consumer"))
         try session.addOutput(output)
         let connection = try #require(output.attachment.connections.first)
@@ -127,7 +127,7 @@ private final class AudioCollector: AudioDataOutputSampleBufferDelegate {
         let session = try makeSession(.realtime)
         let output = VideoDataOutput()
         // Two frame durations per frame: about every other frame arrives while it is busy.
-        let collector = FrameCollector(delay: .milliseconds(66))
+        let collector = DataFrameCollector(delay: .milliseconds(66))
         output.setSampleBufferDelegate(collector, queue: DispatchQueue(label: "slow"))
         try session.addOutput(output)
         let movie = MovieFileOutput()
@@ -155,7 +155,7 @@ private final class AudioCollector: AudioDataOutputSampleBufferDelegate {
         let session = try makeSession(.realtime)
         let output = VideoDataOutput()
         output.alwaysDiscardsLateVideoFrames = false
-        let collector = FrameCollector(retain: true)
+        let collector = DataFrameCollector(retain: true)
         output.setSampleBufferDelegate(collector, queue: DispatchQueue(label: "hoarder"))
         try session.addOutput(output)
         try session.startRunning()

@@ -78,12 +78,48 @@ final class PhaseRecorder: PhotoCaptureDelegate {
         try output.capturePhoto(with: settings, delegate: recorder)
         #expect(throws: CaptureError.self) { try output.capturePhoto(with: settings, delegate: recorder) }
         #expect(throws: CaptureError.self) { try output.capturePhoto(with: PhotoSettings(quality: 1.5), delegate: recorder) }
-        #expect(!output.isFlashSupported)
-        #expect(throws: CaptureError.self) { try output.capturePhoto(with: PhotoSettings(flashMode: .on), delegate: recorder) }
+        #expect(output.isFlashSupported, "sim:back has a torch")
         // A copy is a new request.
         try output.capturePhoto(with: PhotoSettings(from: settings), delegate: recorder)
         let idle = PhotoOutput()
         #expect(throws: CaptureError.noInputs) { try idle.capturePhoto(with: PhotoSettings(), delegate: recorder) }
+
+        // The front camera has no torch, so no flash.
+        let front = CaptureSession(pace: .virtual)
+        try front.setSessionPreset(.vga640x480)
+        try front.addInput(CaptureDeviceInput(device: CaptureKit.makeRegistry().device(uniqueID: "sim:front")))
+        let frontPhoto = PhotoOutput()
+        try front.addOutput(frontPhoto)
+        try front.startRunning()
+        defer { front.stopRunning() }
+        #expect(!frontPhoto.isFlashSupported)
+        #expect(throws: CaptureError.self) { try frontPhoto.capturePhoto(with: PhotoSettings(flashMode: .on), delegate: recorder) }
+    }
+
+    @Test func flashLightsTheCapturedFrame() async throws {
+        let (session, output) = try rig()
+        defer { session.stopRunning() }
+        func meanLuma(_ flash: FlashMode) async throws -> Double {
+            let recorder = PhaseRecorder()
+            try output.capturePhoto(with: PhotoSettings(flashMode: flash), delegate: recorder)
+            await recorder.waitForFinish()
+            let image = try JPEGCodec().decode(try #require(recorder.photo.withLock { $0 }).fileDataRepresentation())
+            // Mean of the bars region (below the stamp, above the marker band).
+            var sum = 0, count = 0
+            for y in stride(from: 40, to: 300, by: 4) {
+                for x in stride(from: 0, to: 640, by: 4) {
+                    sum += Int(image.baseAddress(ofPlane: 0).load(fromByteOffset: y * image.bytesPerRow[0] + x, as: UInt8.self))
+                    count += 1
+                }
+            }
+            return Double(sum) / Double(count)
+        }
+        let dark = try await meanLuma(.off)
+        let lit = try await meanLuma(.on)
+        let after = try await meanLuma(.off)
+        #expect(lit > dark + 3, "flash: \(lit) vs \(dark)")
+        // The torch goes back off after the photo (auto exposure may still be settling, so only "darker").
+        #expect(after < lit - 3, "after the photo: \(after) vs flash \(lit)")
     }
 
     @Test func qualityChangesTheFileAndStopFailsPendingRequests() async throws {

@@ -63,8 +63,8 @@ import Testing
         let first = try driver.openDevice(uniqueID: "/dev/video0")
         let second = try driver.openDevice(uniqueID: "/dev/video0")
         try first.acquireConfigurationPriority()
-        #expect(throws: CaptureError.lockedByAnotherClient("/dev/video0")) { try second.acquireConfigurationPriority() }
-        #expect(throws: CaptureError.lockedByAnotherClient("/dev/video0")) { try second.setValue(.integer(3), for: .brightness) }
+        #expect(throws: CaptureError.lockedByAnotherClient(device: "/dev/video0", holder: "another process (V4L2 record priority)")) { try second.acquireConfigurationPriority() }
+        #expect(throws: CaptureError.lockedByAnotherClient(device: "/dev/video0", holder: "another process (V4L2 record priority)")) { try second.setValue(.integer(3), for: .brightness) }
         first.releaseConfigurationPriority()
         try second.acquireConfigurationPriority()
     }

@@ -1,0 +1,199 @@
+import CaptureCore
+
+/// The per-pixel parts of the simulated camera, written as tight loops over raw rows so debug
+/// builds stay usable: separable running-sum box blur (defocus), tiled seeded noise, and the
+/// statistics the auto controllers read (mean luma, contrast, gray-world means).
+enum CameraImaging {
+    /// One colour channel of a frame: where its samples are and how far apart.
+    struct Channel {
+        var plane: Int
+        var offset: Int
+        var step: Int
+        var width: Int
+        var height: Int
+        /// Horizontal and vertical subsampling relative to luma.
+        var subX: Int
+        var subY: Int
+    }
+
+    static func channels(_ buffer: PixelBuffer) -> [Channel] {
+        let w = buffer.width, h = buffer.height
+        switch buffer.format {
+        case .nv12:
+            return [Channel(plane: 0, offset: 0, step: 1, width: w, height: h, subX: 1, subY: 1),
+                    Channel(plane: 1, offset: 0, step: 2, width: w / 2, height: h / 2, subX: 2, subY: 2),
+                    Channel(plane: 1, offset: 1, step: 2, width: w / 2, height: h / 2, subX: 2, subY: 2)]
+        case .yuv420:
+            return [Channel(plane: 0, offset: 0, step: 1, width: w, height: h, subX: 1, subY: 1),
+                    Channel(plane: 1, offset: 0, step: 1, width: w / 2, height: h / 2, subX: 2, subY: 2),
+                    Channel(plane: 2, offset: 0, step: 1, width: w / 2, height: h / 2, subX: 2, subY: 2)]
+        case .yuyv:
+            return [Channel(plane: 0, offset: 0, step: 2, width: w, height: h, subX: 1, subY: 1),
+                    Channel(plane: 0, offset: 1, step: 4, width: w / 2, height: h, subX: 2, subY: 1),
+                    Channel(plane: 0, offset: 3, step: 4, width: w / 2, height: h, subX: 2, subY: 1)]
+        default:
+            return []
+        }
+    }
+
+    // MARK: Defocus
+
+    /// Box-blurs every channel with `radius` (luma pixels; chroma scaled by its subsampling).
+    static func blur(_ buffer: PixelBuffer, radius: Int) {
+        for c in channels(buffer) {
+            let base = buffer.baseAddress(ofPlane: c.plane).assumingMemoryBound(to: UInt8.self) + c.offset
+            blurChannel(base: base, stride: buffer.bytesPerRow[c.plane], step: c.step, width: c.width, height: c.height,
+                        rx: radius / c.subX, ry: radius / c.subY)
+        }
+    }
+
+    static func blurChannel(base: UnsafeMutablePointer<UInt8>, stride: Int, step: Int, width n: Int, height h: Int, rx: Int, ry: Int) {
+        guard n > 0, h > 0, rx > 0 || ry > 0 else { return }
+        let tmp = UnsafeMutablePointer<Int32>.allocate(capacity: n * h)
+        defer { tmp.deallocate() }
+        // Horizontal pass into tmp (running sum, edges clamped).
+        let divX = 2 * rx + 1
+        let mulX = Int((65536.0 / Double(divX)).rounded())
+        for y in 0..<h {
+            let row = base + y * stride
+            let out = tmp + y * n
+            if rx == 0 {
+                for x in 0..<n { out[x] = Int32(row[x * step]) }
+                continue
+            }
+            var sum = 0
+            for i in -rx...rx { sum += Int(row[min(max(i, 0), n - 1) * step]) }
+            for x in 0..<n {
+                out[x] = Int32((sum * mulX + 32768) >> 16)
+                sum += Int(row[min(x + rx + 1, n - 1) * step]) - Int(row[max(x - rx, 0) * step])
+            }
+        }
+        // Vertical pass back into the frame, row by row with running column sums.
+        let divY = 2 * ry + 1
+        let mulY = Int((65536.0 / Double(divY)).rounded())
+        let sums = UnsafeMutablePointer<Int>.allocate(capacity: n)
+        defer { sums.deallocate() }
+        sums.initialize(repeating: 0, count: n)
+        for i in -ry...ry {
+            let src = tmp + min(max(i, 0), h - 1) * n
+            for x in 0..<n { sums[x] += Int(src[x]) }
+        }
+        for y in 0..<h {
+            let row = base + y * stride
+            let add = tmp + min(y + ry + 1, h - 1) * n
+            let sub = tmp + max(y - ry, 0) * n
+            for x in 0..<n {
+                row[x * step] = UInt8(min((sums[x] * mulY + 32768) >> 16, 255))
+                sums[x] += Int(add[x]) - Int(sub[x])
+            }
+        }
+    }
+
+    // MARK: Noise
+
+    static let tileBits = 16
+    static let tileMask = (1 << tileBits) - 1
+    /// Approximately Gaussian (sum of four uniforms) with a standard deviation of 32.
+    static let noiseTile: [Int8] = {
+        var random = SeededRandom(seed: 0x4E4F_4953_4554_494C)
+        return (0..<(1 << tileBits)).map { _ in
+            var sum = 0.0
+            for _ in 0..<4 { sum += Double(random.next() >> 11) / Double(1 << 53) * 2 - 1 }
+            return Int8(max(-127, min(127, (sum * 32 / 1.1547).rounded())))
+        }
+    }()
+
+    /// Adds luma noise of standard deviation `sigma` code values; the tile window depends only on (seed, frame).
+    static func addNoise(_ buffer: PixelBuffer, sigma: Double, seed: UInt64, frame: Int64) {
+        guard let luma = channels(buffer).first else { return }
+        var random = SeededRandom(seed: seed ^ (UInt64(bitPattern: frame) &* 0x9E37_79B9_7F4A_7C15) ^ 0xA5A5_5A5A)
+        let start = Int(random.next() & UInt64(tileMask))
+        let rowJump = Int(random.next() & UInt64(tileMask)) | 1
+        var delta = [Int](repeating: 0, count: 256)
+        for t in 0..<256 { delta[t] = Int((Double(t - 128) * sigma / 32).rounded()) }
+        let base = buffer.baseAddress(ofPlane: luma.plane).assumingMemoryBound(to: UInt8.self) + luma.offset
+        let stride = buffer.bytesPerRow[luma.plane], step = luma.step, n = luma.width
+        noiseTile.withUnsafeBufferPointer { tile in
+            delta.withUnsafeBufferPointer { d in
+                let tilePtr = tile.baseAddress!, dPtr = d.baseAddress!
+                for y in 0..<luma.height {
+                    let row = base + y * stride
+                    let origin = (start + y &* rowJump) & tileMask
+                    for x in 0..<n {
+                        let v = Int(row[x * step]) + dPtr[Int(tilePtr[(origin + x) & tileMask]) + 128]
+                        row[x * step] = UInt8(v < 0 ? 0 : (v > 255 ? 255 : v))
+                    }
+                }
+            }
+        }
+    }
+
+    // MARK: Statistics
+
+    static func measure(_ buffer: PixelBuffer, _ request: MeteringRequest, fullRange: Bool) -> FrameMeasurements {
+        var m = FrameMeasurements()
+        let ch = channels(buffer)
+        guard ch.count == 3 else { return m }
+        let lumaBase = buffer.baseAddress(ofPlane: ch[0].plane).assumingMemoryBound(to: UInt8.self) + ch[0].offset
+        let lumaStride = buffer.bytesPerRow[ch[0].plane], lumaStep = ch[0].step
+        func luma(_ x: Int, _ y: Int) -> Int { Int(lumaBase[y * lumaStride + x * lumaStep]) }
+        func toVideoLuma(_ v: Double) -> Double { fullRange ? 16 + v * 219 / 255 : v }
+        func toVideoChroma(_ v: Double) -> Double { fullRange ? 128 + (v - 128) * 224 / 255 : v }
+        // Sample grids scale with the frame, about 80 samples across, so statistics cost the same at any size.
+        let grid = max(4, buffer.width / 80)
+        if let r = request.exposureRegion, r.x1 > r.x0, r.y1 > r.y0 {
+            var sum = 0, count = 0
+            for y in Swift.stride(from: r.y0, to: r.y1, by: grid / 2) {
+                for x in Swift.stride(from: r.x0, to: r.x1, by: grid / 2) { sum += luma(x, y); count += 1 }
+            }
+            if count > 0 { m.meanLuma = toVideoLuma(Double(sum) / Double(count)) }
+        }
+        if let r = request.focusRegion, r.x1 - r.x0 > 2, r.y1 > r.y0 {
+            var sum = 0, count = 0
+            for y in Swift.stride(from: r.y0, to: r.y1, by: grid) {
+                let row = lumaBase + y * lumaStride
+                var x = r.x0
+                while x + 2 < r.x1 {
+                    let d = Int(row[(x + 2) * lumaStep]) - Int(row[x * lumaStep])
+                    sum += d < 0 ? -d : d
+                    count += 1
+                    x += 2
+                }
+            }
+            if count > 0 { m.contrast = Double(sum) / Double(count) }
+        }
+        if request.grayWorld {
+            // Gray world over the near-neutral surfaces: first the mean colour (the light's cast), then
+            // the mean of the samples whose chromaticity is within a factor 1.5 of it, so saturated
+            // objects (the bars, the moving box) do not pull the balance.
+            let band = FrameMarkerLayout(width: buffer.width, height: buffer.height).stampBandHeight
+            let cb = ch[1], cr = ch[2]
+            let cbBase = buffer.baseAddress(ofPlane: cb.plane).assumingMemoryBound(to: UInt8.self) + cb.offset
+            let crBase = buffer.baseAddress(ofPlane: cr.plane).assumingMemoryBound(to: UInt8.self) + cr.offset
+            let cbStride = buffer.bytesPerRow[cb.plane], crStride = buffer.bytesPerRow[cr.plane]
+            var samples: [(Double, Double, Double)] = []
+            samples.reserveCapacity((buffer.height / grid + 1) * (buffer.width / grid + 1))
+            var r = 0.0, g = 0.0, b = 0.0
+            for y in Swift.stride(from: band, to: buffer.height, by: grid) {
+                for x in Swift.stride(from: 0, to: buffer.width, by: grid) {
+                    let u = Double(cbBase[(y / cb.subY) * cbStride + (x / cb.subX) * cb.step])
+                    let v = Double(crBase[(y / cr.subY) * crStride + (x / cr.subX) * cr.step])
+                    let rgb = SyntheticFrameRenderer.linearRGB(y: toVideoLuma(Double(luma(x, y))), cb: toVideoChroma(u), cr: toVideoChroma(v))
+                    samples.append(rgb)
+                    r += rgb.0; g += rgb.1; b += rgb.2
+                }
+            }
+            if !samples.isEmpty, g > 0 {
+                let castR = r / g, castB = b / g
+                var nr = 0.0, ng = 0.0, nb = 0.0, count = 0
+                for (sr, sg, sb) in samples where sg > 0.002 {
+                    let qr = (sr / sg) / castR, qb = (sb / sg) / castB
+                    if qr > 1 / 1.5 && qr < 1.5 && qb > 1 / 1.5 && qb < 1.5 { nr += sr; ng += sg; nb += sb; count += 1 }
+                }
+                let n = Double(samples.count)
+                m.linearMeans = count * 20 >= samples.count ? (nr / Double(count), ng / Double(count), nb / Double(count)) : (r / n, g / n, b / n)
+            }
+        }
+        return m
+    }
+}
