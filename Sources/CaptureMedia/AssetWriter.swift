@@ -514,16 +514,7 @@ final class WriterEngine: @unchecked Sendable {
         }
     }
 
-    static func slice(_ buffer: AudioPCMBuffer, _ range: Range<Int>) -> AudioPCMBuffer {
-        let out = AudioPCMBuffer(format: buffer.format, frameCapacity: range.count)
-        let bpf = buffer.format.bytesPerFrame
-        buffer.withBytes { src in
-            out.withMutableBytes { dst in
-                dst.baseAddress!.copyMemory(from: src.baseAddress! + range.lowerBound * bpf, byteCount: range.count * bpf)
-            }
-        }
-        return out
-    }
+    static func slice(_ buffer: AudioPCMBuffer, _ range: Range<Int>) -> AudioPCMBuffer { buffer.copy(frames: range) }
 
     func finish() throws(CaptureError) {
         guard !discarded else { return }
@@ -540,5 +531,19 @@ final class WriterEngine: @unchecked Sendable {
         held = []
         movie = nil
         try? FileManager.default.removeItem(atPath: path)
+    }
+}
+
+extension AudioPCMBuffer {
+    /// A new buffer holding a copy of frames `range` of this one.
+    public func copy(frames range: Range<Int>) -> AudioPCMBuffer {
+        let out = AudioPCMBuffer(format: format, frameCapacity: range.count)
+        let bpf = format.bytesPerFrame
+        withBytes { src in
+            out.withMutableBytes { dst in
+                dst.baseAddress!.copyMemory(from: src.baseAddress! + range.lowerBound * bpf, byteCount: range.count * bpf)
+            }
+        }
+        return out
     }
 }
