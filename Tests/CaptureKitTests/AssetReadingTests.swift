@@ -49,7 +49,7 @@ private func stamp(of pixels: PixelBuffer) -> UInt32? {
         #expect(decoded.width == 160 && decoded.height == 120)
 
         let rotatedPath = (path as NSString).deletingLastPathComponent + "/rotated.mp4"
-        let ffmpeg = try TestSupport.run("ffmpeg", ["-v", "error", "-y", "-i", path, "-c", "copy", "-metadata:s:v:0", "rotate=90", rotatedPath])
+        let ffmpeg = try await offPool("ffmpeg", ["-v", "error", "-y", "-i", path, "-c", "copy", "-metadata:s:v:0", "rotate=90", rotatedPath])
         #expect(ffmpeg.status == 0, "\(ffmpeg.stderr)")
         let rotatedAsset = try Asset(path: rotatedPath)
         let track = try require(rotatedAsset.tracks(withMediaType: .video).first)

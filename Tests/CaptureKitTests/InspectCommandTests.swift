@@ -7,7 +7,7 @@ import Testing
 
     @Test func aGoodFilePassesItsChecks() async throws {
         let path = try await Self.recording.path()
-        let result = try TestSupport.run(CommandLineTests.binary, ["inspect", path, "--expect-frames", "96", "--max-av-offset", "40ms"])
+        let result = try await offPool(CommandLineTests.binary, ["inspect", path, "--expect-frames", "96", "--max-av-offset", "40ms"])
         #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
         #expect(result.stdout.contains("dropped: none"))
         #expect(result.stdout.contains("96 frames"))
@@ -15,7 +15,7 @@ import Testing
         #expect(result.stdout.contains("check max-av-offset: ok"))
         #expect(result.stdout.contains("sync 1 s:") && result.stdout.contains("sync 3 s:"))
 
-        let json = try TestSupport.run(CommandLineTests.binary, ["inspect", path, "--json"])
+        let json = try await offPool(CommandLineTests.binary, ["inspect", path, "--json"])
         #expect(json.status == 0)
         let object = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
         #expect(object["decodedVideoFrames"] as? Int == 96)
@@ -23,7 +23,7 @@ import Testing
         let streams = try #require(object["streams"] as? [[String: Any]])
         #expect(streams.first?["maximumKeyframeInterval"] as? Int == 60)  // MovieFileOutput: a keyframe every 2 s
         // Asking for the wrong count fails.
-        let wrong = try TestSupport.run(CommandLineTests.binary, ["inspect", path, "--expect-frames", "95"])
+        let wrong = try await offPool(CommandLineTests.binary, ["inspect", path, "--expect-frames", "95"])
         #expect(wrong.status != 0)
         #expect(wrong.stderr.contains("96 frames, not 95"))
     }
@@ -31,21 +31,21 @@ import Testing
     @Test func removedFramesAreNamedAndFailTheCheck() async throws {
         let path = try await Self.recording.path()
         let cut = (path as NSString).deletingLastPathComponent + "/cut.mp4"
-        let ffmpeg = try TestSupport.run("ffmpeg", ["-v", "error", "-y", "-i", path, "-vf", "select='not(between(n\\,40\\,44))',setpts=N/FRAME_RATE/TB",
+        let ffmpeg = try await offPool("ffmpeg", ["-v", "error", "-y", "-i", path, "-vf", "select='not(between(n\\,40\\,44))',setpts=N/FRAME_RATE/TB",
                                                      "-c:v", "libx264", "-crf", "18", "-c:a", "copy", cut])
         #expect(ffmpeg.status == 0, "\(ffmpeg.stderr)")
-        let result = try TestSupport.run(CommandLineTests.binary, ["inspect", cut, "--expect-frames", "96"])
+        let result = try await offPool(CommandLineTests.binary, ["inspect", cut, "--expect-frames", "96"])
         #expect(result.status != 0)
         #expect(result.stdout.contains("dropped: 5 (indices 40–44)"), "\(result.stdout)")
         #expect(result.stderr.contains("missing frame indices 40–44"), "\(result.stderr)")
-        let plain = try TestSupport.run(CommandLineTests.binary, ["inspect", cut])
+        let plain = try await offPool(CommandLineTests.binary, ["inspect", cut])
         #expect(plain.status == 0)  // no check asked for
     }
 
     @Test func contactSheetIsAJPEGShowingTheStamps() async throws {
         let path = try await Self.recording.path()
         let sheet = (path as NSString).deletingLastPathComponent + "/sheet.jpg"
-        let result = try TestSupport.run(CommandLineTests.binary, ["inspect", path, "--json", "--contact-sheet", sheet])
+        let result = try await offPool(CommandLineTests.binary, ["inspect", path, "--json", "--contact-sheet", sheet])
         #expect(result.status == 0, "\(result.stderr)")
         let object = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
         let thumbnails = try #require(object["thumbnails"] as? [[String: Any]])
@@ -66,5 +66,15 @@ import Testing
         // Evenly spaced over the 96 frames, first and last included.
         #expect(read == [0, 8, 17, 25, 34, 43, 51, 60, 69, 77, 86, 95], "stamps read back from the JPEG: \(read)")
         print("contact sheet stamps: \(read)")
+    }
+}
+
+/// Runs a tool on a Dispatch thread so a long subprocess does not hold one of Swift
+/// concurrency's few cooperative threads (other tests' timers run there).
+func offPool(_ tool: String, _ arguments: [String]) async throws -> TestSupport.ToolResult {
+    try await withCheckedThrowingContinuation { continuation in
+        DispatchQueue.global().async {
+            continuation.resume(with: Result { try TestSupport.run(tool, arguments) })
+        }
     }
 }
