@@ -186,7 +186,7 @@ enum AssetTestSupport {
         #expect(keys.first == 0)
         #expect(zip(keys, keys.dropFirst() + [90]).allSatisfy { $1 - $0 <= 30 }, "keyframes at \(keys)")
 
-        let report = try TestSupport.analyze(path)
+        let report = try await offPool { try TestSupport.analyze(path) }
         #expect(report.isClean, "drops \(report.droppedIndices) dups \(report.duplicatedIndices)")
         #expect(report.frameIndices == (0..<90).map { Optional($0) })
         let offsets = report.syncMarkers.compactMap(\.offset)
@@ -219,7 +219,7 @@ enum AssetTestSupport {
         #expect(input.notReadyCount >= 1)
         #expect(counts.video == 60)
         #expect(input.appendedSampleCount == 60)
-        let report = try TestSupport.analyze(path)
+        let report = try await offPool { try TestSupport.analyze(path) }
         #expect(report.frameIndices == (0..<60).map { Optional($0) })
         print("back-pressure: \(counts.videoWaits) of 60 appends waited; isReadyForMoreMediaData was false \(input.notReadyCount) times")
     }
@@ -261,7 +261,7 @@ enum AssetTestSupport {
         let x264 = try AssetTestSupport.x264Settings(path)
         #expect(x264.contains("bitrate=\(Int(recommended) * 2 / 1000) "), "raised from \(recommended): \(x264)")
         #expect(audio["sample_rate"] as? String == "48000")
-        #expect(try TestSupport.analyze(path).isClean)
+        #expect(try await offPool { try TestSupport.analyze(path) }.isClean)
     }
 
     /// Samples before the session start are not presented; the file starts at the start time.

@@ -58,7 +58,7 @@ enum AudioTestSupport {
         await AssetTestSupport.waitUntil(seconds: 5) { !spy.finishes.withLock { $0 }.isEmpty }
         #expect(spy.finishes.withLock { $0 } == [true])
 
-        let (samples, rate) = try AudioTestSupport.decodeMono(path)
+        let (samples, rate) = try await offPool { try AudioTestSupport.decodeMono(path) }
         #expect(rate == 48_000 && abs(Double(samples.count) / 48_000 - recorder.recordedDuration) < 1e-9)
         #expect(abs(ToneAnalysis.rmsDBFS(samples) - -9.03) < 0.1)
         #expect(abs(ToneAnalysis.peakDBFS(samples) - -6) < 0.1)
@@ -107,7 +107,7 @@ enum AudioTestSupport {
         #expect(recorder.currentTime == 0)
         let recorded = recorder.recordedDuration
         #expect(recorded >= 0.4, "recorded \(recorded)")
-        let (samples, _) = try AudioTestSupport.decodeMono(path)
+        let (samples, _) = try await offPool { try AudioTestSupport.decodeMono(path) }
         #expect(abs(Double(samples.count) / 48_000 - recorded) < 1e-6)  // the old file was replaced
         await AssetTestSupport.waitUntil(seconds: 5) { !spy.finishes.withLock { $0 }.isEmpty }
         #expect(spy.finishes.withLock { $0 } == [true])
@@ -146,8 +146,8 @@ enum AudioTestSupport {
         #expect(spy.finishes.withLock { $0 } == [true])
         #expect(speaker.playedFrameCount == 72_000)
 
-        let original = try AudioTestSupport.decodeMono(source).samples
-        let heard = try AudioTestSupport.decodeMono(looped).samples
+        let original = try await offPool { try AudioTestSupport.decodeMono(source) }.samples
+        let heard = try await offPool { try AudioTestSupport.decodeMono(looped) }.samples
         #expect(original.count == 72_000)
         #expect(heard == original, "first difference at \(String(describing: zip(heard, original).enumerated().first { $1.0 != $1.1 }?.offset))")
         print("loopback: \(heard.count) samples recorded, \(zip(heard, original).filter { $0 != $1 }.count) differ")

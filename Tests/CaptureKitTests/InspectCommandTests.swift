@@ -78,3 +78,10 @@ func offPool(_ tool: String, _ arguments: [String]) async throws -> TestSupport.
         }
     }
 }
+
+/// Runs blocking work (decoding, ffprobe) on a Dispatch thread instead of a cooperative one.
+func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
+    }
+}
