@@ -7,10 +7,10 @@
 
 /// Entry points that tie the backends together.
 public enum CaptureKit {
-    /// A registry with every backend this build has: the simulator (seeded), then real V4L2
-    /// cameras (`/dev/video*`) and ALSA capture PCMs (`hw:CARD,DEV,SUB`). On a machine without
-    /// devices the real backends simply discover nothing.
+    /// A registry with every backend this build has: the simulator (seeded), the simulated
+    /// speaker→microphone loopback (`loop:mic`), then real V4L2 cameras (`/dev/video*`) and ALSA
+    /// capture PCMs (`hw:CARD,DEV,SUB`). On a machine without devices the real backends discover nothing.
     public static func makeRegistry(seed: UInt64 = 0) -> DeviceRegistry {
-        DeviceRegistry(drivers: [SimulatorDriver(seed: seed), V4L2Driver(), ALSADriver()])
+        DeviceRegistry(drivers: [SimulatorDriver(seed: seed), LoopbackDriver(speaker: .shared), V4L2Driver(), ALSADriver()])
     }
 }

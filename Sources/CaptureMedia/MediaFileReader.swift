@@ -41,7 +41,7 @@ public struct DecodedVideoFrame {
 /// Confined to one thread at a time.
 public final class MediaFileReader: @unchecked Sendable {
     public let path: String
-    private var formatContext: UnsafeMutablePointer<AVFormatContext>?
+    private(set) var formatContext: UnsafeMutablePointer<AVFormatContext>?
 
     public init(path: String) throws(CaptureError) {
         _ = FFmpeg.quietLogs
@@ -54,7 +54,7 @@ public final class MediaFileReader: @unchecked Sendable {
 
     deinit { avformat_close_input(&formatContext) }
 
-    private var streams: [UnsafeMutablePointer<AVStream>] {
+    var streams: [UnsafeMutablePointer<AVStream>] {
         guard let fc = formatContext else { return [] }
         return (0..<Int(fc.pointee.nb_streams)).compactMap { fc.pointee.streams[$0] }
     }
@@ -110,8 +110,8 @@ public final class MediaFileReader: @unchecked Sendable {
     }
 }
 
-/// Decodes one stream; converts frames to I420 / interleaved float.
-private final class StreamDecoder {
+/// Decodes one stream; converts frames to I420 / interleaved float. Confined to its reader's thread.
+final class StreamDecoder {
     let stream: UnsafeMutablePointer<AVStream>
     let codec: CodecContextOwner
     let frame: FrameOwner

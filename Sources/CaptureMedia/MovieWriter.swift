@@ -12,6 +12,29 @@ public enum MovieContainer: String, Sendable, CaseIterable {
     }
 }
 
+/// The file types `MovieWriter` (and the asset writer and audio recorder built on it) can write.
+public enum MediaFileType: String, Sendable, Hashable, CaseIterable, Codable {
+    case mp4, mov, m4a, wav
+
+    /// The type for a file name's extension, if it is one CaptureKit writes.
+    public init?(pathExtension: String) {
+        self.init(rawValue: pathExtension.lowercased())
+    }
+
+    /// libavformat's muxer for this type (`ipod` writes the M4A brand).
+    var muxerName: String {
+        switch self {
+        case .mp4: return "mp4"
+        case .mov: return "mov"
+        case .m4a: return "ipod"
+        case .wav: return "wav"
+        }
+    }
+
+    /// Whether the type can hold a video track.
+    public var canHoldVideo: Bool { self == .mp4 || self == .mov }
+}
+
 /// Encodes video (H.264) and audio (AAC) and muxes them into MP4/MOV through libavformat.
 ///
 /// Video PTS are given relative to the file's start; audio is a contiguous run of samples that
@@ -19,7 +42,10 @@ public enum MovieContainer: String, Sendable, CaseIterable {
 /// thread at a time (the owning output's lock).
 public final class MovieWriter: @unchecked Sendable {
     public let path: String
+    /// The movie container (`.mp4` for the MP4 family, M4A and WAV included; see `fileType`).
     public let container: MovieContainer
+    /// The exact file type written.
+    public let fileType: MediaFileType
     private var formatContext: UnsafeMutablePointer<AVFormatContext>?
     private let video: VideoEncoder?
     private let audio: AudioEncoder?
@@ -48,13 +74,24 @@ public final class MovieWriter: @unchecked Sendable {
     public let options: Options
 
     /// Creates the file and writes its header. Fails if the folder is missing or the file exists.
-    public init(path: String, container: MovieContainer, video videoSettings: VideoEncoderSettings?,
+    public convenience init(path: String, container: MovieContainer, video videoSettings: VideoEncoderSettings?,
+                            audio audioSettings: AudioEncoderSettings?, options: Options = Options()) throws(CaptureError) {
+        try self.init(path: path, fileType: container == .mov ? .mov : .mp4, video: videoSettings,
+                      audio: audioSettings, options: options)
+    }
+
+    /// Creates a file of any `MediaFileType` (M4A and WAV hold audio only) and writes its header.
+    public init(path: String, fileType: MediaFileType, video videoSettings: VideoEncoderSettings?,
                 audio audioSettings: AudioEncoderSettings?, options: Options = Options()) throws(CaptureError) {
         _ = FFmpeg.quietLogs
         self.path = path
-        self.container = container
+        self.fileType = fileType
+        self.container = fileType == .mov ? .mov : .mp4
         self.options = options
         guard videoSettings != nil || audioSettings != nil else { throw .noInputs }
+        if videoSettings != nil, !fileType.canHoldVideo {
+            throw .invalidArgument("a \(fileType.rawValue) file cannot hold video")
+        }
         let folder = (path as NSString).deletingLastPathComponent
         var isDirectory: ObjCBool = false
         if !folder.isEmpty, !(FileManager.default.fileExists(atPath: folder, isDirectory: &isDirectory) && isDirectory.boolValue) {
@@ -66,8 +103,8 @@ public final class MovieWriter: @unchecked Sendable {
         audio = try audioSettings.map { (s) throws(CaptureError) in try AudioEncoder(settings: s) }
 
         var context: UnsafeMutablePointer<AVFormatContext>? = nil
-        try FFmpeg.check(avformat_alloc_output_context2(&context, nil, container.rawValue, path),
-                         "creating a \(container.rawValue) muxer")
+        try FFmpeg.check(avformat_alloc_output_context2(&context, nil, fileType.muxerName, path),
+                         "creating a \(fileType.rawValue) muxer")
         formatContext = context
         do {
             try openStreamsAndWriteHeader()
@@ -114,8 +151,8 @@ public final class MovieWriter: @unchecked Sendable {
             fragmentInterval = interval.seconds
         }
         let dictionary = OptionsDictionary(muxerOptions)
-        try FFmpeg.check(avformat_write_header(fc, &dictionary.pointer), "writing the \(container.rawValue) header")
-        try FFmpeg.rejectLeftovers(dictionary.pointer, "the \(container.rawValue) muxer")
+        try FFmpeg.check(avformat_write_header(fc, &dictionary.pointer), "writing the \(fileType.rawValue) header")
+        try FFmpeg.rejectLeftovers(dictionary.pointer, "the \(fileType.rawValue) muxer")
         headerBytes = avio_tell(fc.pointee.pb)
     }
 
@@ -186,7 +223,7 @@ public final class MovieWriter: @unchecked Sendable {
         let trailer = av_write_trailer(fc)
         close(deleteFile: false)
         if let failure { throw failure }
-        try FFmpeg.check(trailer, "writing the \(container.rawValue) trailer")
+        try FFmpeg.check(trailer, "writing the \(fileType.rawValue) trailer")
     }
 
     private func write(_ packet: UnsafeMutablePointer<AVPacket>, timeBase: AVRational,

@@ -7,8 +7,19 @@ public enum VideoCodec: String, Sendable, Hashable, CaseIterable {
     case h264
     /// Motion JPEG through libavcodec's encoder (every frame a JPEG; MOV is its natural home).
     case mjpeg
+    /// H.265 through libx265, when libavcodec was built with it (`isAvailable`).
+    case hevc
 
-    var encoderName: String { self == .h264 ? "libx264" : "mjpeg" }
+    var encoderName: String {
+        switch self {
+        case .h264: return "libx264"
+        case .mjpeg: return "mjpeg"
+        case .hevc: return "libx265"
+        }
+    }
+
+    /// Whether this FFmpeg build has the encoder.
+    public var isAvailable: Bool { avcodec_find_encoder_by_name(encoderName) != nil }
 }
 
 /// Settings for the video encoder (libx264 or MJPEG through libavcodec).
@@ -29,6 +40,10 @@ public struct VideoEncoderSettings: Sendable, Hashable {
     public var keyframeInterval: Int
     /// Pinned so output is identical on every machine (x264's output depends on its thread count).
     public var threads: Int = 2
+    /// H.264/HEVC profile (`baseline`, `main`, `high`…); nil lets the encoder choose.
+    public var profile: String?
+    /// H.264/HEVC level (`3.1`, `4.0`…); nil = automatic.
+    public var level: String?
 
     public init(dimensions: Dimensions, inputPixelFormat: PixelFormat, frameDuration: MediaTime,
                 preset: Preset = .veryfast, bitrate: Int? = nil, keyframeInterval: Int? = nil, codec: VideoCodec = .h264) {
@@ -105,7 +120,16 @@ final class VideoEncoder: @unchecked Sendable {
         switch settings.codec {
         case .h264:
             options = OptionsDictionary([("preset", settings.preset.rawValue)]
-                + (settings.bitrate == nil ? [("crf", String(settings.crf))] : []))
+                + (settings.bitrate == nil ? [("crf", String(settings.crf))] : [])
+                + (settings.profile.map { [("profile", $0)] } ?? [])
+                + (settings.level.map { [("level", $0)] } ?? []))
+        case .hevc:
+            // libx265 logs through its own printf unless told not to; its pools follow `threads`.
+            options = OptionsDictionary([("preset", settings.preset.rawValue),
+                                         ("x265-params", "log-level=error:pools=\(settings.threads):frame-threads=1")]
+                + (settings.bitrate == nil ? [("crf", String(settings.crf))] : [])
+                + (settings.profile.map { [("profile", $0)] } ?? []))
+            if let level = settings.level, let value = Double(level) { context.pointee.level = Int32((value * 30).rounded()) }
         case .mjpeg:
             // Quality scale 2…31 (lower is better); 3 ≈ JPEG quality 90.
             if settings.bitrate == nil {

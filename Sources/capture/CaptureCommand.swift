@@ -11,7 +11,8 @@ struct CaptureCommand: AsyncParsableCommand {
             Devices are named by unique ID: sim:back, sim:front, sim:webcam (simulated cameras), sim:mic (simulated microphone).
             Simulated frames carry a frame-index stamp and A/V sync markers (see README).
             """,
-        subcommands: [RecordCommand.self, PhotoCommand.self, DevicesCommand.self, ControlsCommand.self, FormatsCommand.self])
+        subcommands: [RecordCommand.self, PhotoCommand.self, DevicesCommand.self, ControlsCommand.self, FormatsCommand.self,
+                      InspectCommand.self, AudioCommand.self])
 }
 
 /// Writes to standard error (the CLI's messages; results go to standard output).

@@ -1,0 +1,303 @@
+import CaptureCore
+import CaptureMedia
+import Dispatch
+import Foundation
+import Synchronization
+
+/// Told when an `AudioRecorder` finishes (AVAudioRecorderDelegate); not called on interruption.
+public protocol AudioRecorderDelegate: AnyObject, Sendable {
+    func audioRecorderDidFinishRecording(_ recorder: AudioRecorder, successfully flag: Bool)
+}
+
+/// What an `AudioRecorder` writes: WAV (16-bit PCM) or M4A (AAC), at a rate and channel count
+/// (nil = the microphone's).
+public struct AudioRecorderSettings: Sendable, Hashable {
+    public enum Format: String, Sendable, Hashable, CaseIterable { case wav, m4a }
+    public var format: Format
+    public var sampleRate: Int?
+    public var channelCount: Int?
+    /// AAC bit rate in bits/s (M4A only; default 64 kbit/s per channel).
+    public var bitRate: Int?
+
+    public init(format: Format, sampleRate: Int? = nil, channelCount: Int? = nil, bitRate: Int? = nil) {
+        self.format = format
+        self.sampleRate = sampleRate
+        self.channelCount = channelCount
+        self.bitRate = bitRate
+    }
+}
+
+/// Records a microphone to a file (AVAudioRecorder), with live metering. It runs its own capture
+/// session (virtual or real-time pace) with the microphone and writes through `MovieWriter`.
+public final class AudioRecorder: Sendable {
+    public let path: String
+    public let settings: AudioRecorderSettings
+    public let microphone: CaptureDevice
+    private let session: CaptureSession
+    private let output: RecorderOutput
+
+    /// A recorder for `path` (an existing file there is overwritten when recording starts, as
+    /// AVAudioRecorder does) from the microphone `microphoneID` in `registry`.
+    public init(path: String, settings: AudioRecorderSettings, microphone microphoneID: String = "sim:mic",
+                registry: DeviceRegistry = CaptureKit.makeRegistry(), pace: CapturePace = .virtual) throws(CaptureError) {
+        let device = try registry.device(uniqueID: microphoneID)
+        guard device.mediaType == .audio, case .audio(let format) = device.activeFormat.formatDescription else {
+            throw .invalidArgument("\(microphoneID) is not a microphone")
+        }
+        if let rate = settings.sampleRate, !(8000...192_000).contains(rate) { throw .invalidArgument("sample rate \(rate) Hz is outside 8000…192000") }
+        if let channels = settings.channelCount, !(1...8).contains(channels) { throw .invalidArgument("channel count \(channels) is outside 1…8") }
+        if settings.format == .wav, settings.bitRate != nil { throw .invalidArgument("a WAV recording (linear PCM) has no bit rate") }
+        let folder = (path as NSString).deletingLastPathComponent
+        var isDirectory: ObjCBool = false
+        if !folder.isEmpty, !(FileManager.default.fileExists(atPath: folder, isDirectory: &isDirectory) && isDirectory.boolValue) {
+            throw .outputDirectoryMissing(path: path)
+        }
+        self.path = path
+        self.settings = settings
+        self.microphone = device
+        session = CaptureSession(pace: pace)
+        let channels = settings.channelCount ?? format.channelCount
+        output = RecorderOutput(path: path, fileType: settings.format == .wav ? .wav : .m4a, encoder: AudioEncoderSettings(
+            input: format, sampleRate: settings.sampleRate, channelCount: channels,
+            bitrate: settings.format == .m4a ? (settings.bitRate ?? 64_000 * channels) : nil,
+            codec: settings.format == .wav ? .pcmS16 : .aac))
+        try session.addInput(CaptureDeviceInput(device: device))
+        try session.addOutput(output)
+        output.stopSession = { [session] in session.stopRunning() }
+    }
+
+    public var delegate: (any AudioRecorderDelegate)? {
+        get { output.delegate }
+        set { output.delegate = newValue; output.recorder = self }
+    }
+
+    /// Creates the file (replacing an existing one) so `record` starts at once. Returns success.
+    @discardableResult
+    public func prepareToRecord() -> Bool {
+        output.recorder = self
+        return output.prepare()
+    }
+
+    /// Starts or resumes recording. Returns success.
+    @discardableResult
+    public func record() -> Bool { record(limit: nil) }
+
+    /// Records for `duration` seconds of audio (sample-accurate), then stops by itself.
+    @discardableResult
+    public func record(forDuration duration: TimeInterval) -> Bool {
+        guard duration > 0, duration.isFinite else { return false }
+        return record(limit: duration)
+    }
+
+    private func record(limit: Double?) -> Bool {
+        output.recorder = self
+        guard output.prepare(), output.start(limit: limit) else { return false }
+        if !session.isRunning {
+            do { try session.startRunning() } catch {
+                output.fail(error)
+                return false
+            }
+        }
+        return true
+    }
+
+    /// Stops taking audio until `record()`; the file stays open.
+    public func pause() { output.pause() }
+
+    /// Finishes the file; the delegate hears of it.
+    public func stop() {
+        output.stop(success: true)
+        session.stopRunning()
+    }
+
+    /// Deletes the file; only while stopped. Returns success.
+    @discardableResult
+    public func deleteRecording() -> Bool {
+        guard !output.isActive else { return false }
+        return (try? FileManager.default.removeItem(atPath: path)) != nil
+    }
+
+    public var isRecording: Bool { output.isRecording }
+    /// Seconds recorded so far (0 once stopped, as AVAudioRecorder).
+    public var currentTime: TimeInterval { output.currentTime }
+    /// Seconds in the last finished recording.
+    public var recordedDuration: TimeInterval { output.recordedDuration }
+    /// Why the recording failed, if it did.
+    public var error: CaptureError? { output.error }
+
+    /// Waits until the recording is finished (stopped, at its duration, or failed).
+    public func waitUntilFinished() async {
+        while output.isActive { try? await Task.sleep(for: .milliseconds(5)) }
+    }
+
+    // MARK: Metering
+
+    public var isMeteringEnabled: Bool {
+        get { output.meteringEnabled }
+        set { output.meteringEnabled = newValue }
+    }
+
+    /// Turns the audio since the previous call into the readings below.
+    public func updateMeters() { output.updateMeters() }
+    /// RMS level of the channel in dBFS, −160…0 (−160 when metering is off).
+    public func averagePower(forChannel channel: Int) -> Float { output.meter.withLock { $0.averagePower(channel) } }
+    /// Peak level of the channel in dBFS, −160…0.
+    public func peakPower(forChannel channel: Int) -> Float { output.meter.withLock { $0.peakPower(channel) } }
+}
+
+/// The recorder's capture output: writes audio while recording, meters it, stops at the limit.
+final class RecorderOutput: CaptureOutput, @unchecked Sendable {
+    // Mutable state lives in `state`/`meter` (Mutex); the closures and weak refs below are set
+    // once before the session starts and read under `state`'s lock afterwards.
+    let attachment = OutputAttachment()
+    let path: String
+    let fileType: MediaFileType
+    let encoder: AudioEncoderSettings
+    let meter = Mutex(AudioLevelMeter())
+    private let state = Mutex(State())
+    var stopSession: (@Sendable () -> Void)? {
+        get { state.withLock { $0.stopSession } }
+        set { state.withLock { $0.stopSession = newValue } }
+    }
+    var delegate: (any AudioRecorderDelegate)? {
+        get { state.withLock { $0.delegate } }
+        set { state.withLock { $0.delegate = newValue } }
+    }
+    var recorder: AudioRecorder? {
+        get { state.withLock { $0.recorder } }
+        set { state.withLock { $0.recorder = newValue } }
+    }
+
+    enum Phase { case idle, prepared, recording, paused }
+    struct State {
+        var phase = Phase.idle
+        var writer: MovieWriter?
+        var written: Int64 = 0
+        var limit: Int64?
+        var lastDuration = 0.0
+        var metering = false
+        var error: CaptureError?
+        var stopSession: (@Sendable () -> Void)?
+        var delegate: (any AudioRecorderDelegate)?
+        weak var recorder: AudioRecorder?
+    }
+
+    init(path: String, fileType: MediaFileType, encoder: AudioEncoderSettings) {
+        self.path = path
+        self.fileType = fileType
+        self.encoder = encoder
+    }
+
+    func accepts(_ mediaType: MediaType) -> Bool { mediaType == .audio }
+
+    var demand: OutputDemand { state.withLock { $0.phase == .recording ? .ready : .idle } }
+    var isRecording: Bool { state.withLock { $0.phase == .recording } }
+    var isActive: Bool { state.withLock { $0.phase != .idle } }
+    var error: CaptureError? { state.withLock { $0.error } }
+    var currentTime: Double { state.withLock { $0.phase == .idle ? 0 : Double($0.written) / Double(encoder.input.sampleRate) } }
+    var recordedDuration: Double { state.withLock { $0.lastDuration } }
+
+    var meteringEnabled: Bool {
+        get { state.withLock { $0.metering } }
+        set { state.withLock { $0.metering = newValue } }
+    }
+
+    func updateMeters() {
+        guard meteringEnabled else { return }
+        meter.withLock { $0.update() }
+    }
+
+    func prepare() -> Bool {
+        state.withLock { s in
+            guard s.phase == .idle else { return true }
+            do {
+                if FileManager.default.fileExists(atPath: path) { try FileManager.default.removeItem(atPath: path) }
+                s.writer = try MovieWriter(path: path, fileType: fileType, video: nil, audio: encoder)
+                s.written = 0
+                s.error = nil
+                s.phase = .prepared
+                return true
+            } catch {
+                s.error = (error as? CaptureError) ?? .fileOperationFailed(path: path, reason: "\(error)")
+                return false
+            }
+        }
+    }
+
+    func start(limit: Double?) -> Bool {
+        let ok = state.withLock { s -> Bool in
+            guard s.phase == .prepared || s.phase == .paused else { return s.phase == .recording }
+            if let limit { s.limit = s.written + Int64((limit * Double(encoder.input.sampleRate)).rounded()) }
+            s.phase = .recording
+            return true
+        }
+        attachment.demandChanged()
+        return ok
+    }
+
+    func pause() {
+        state.withLock { if $0.phase == .recording { $0.phase = .paused } }
+        attachment.demandChanged()
+    }
+
+    func fail(_ error: CaptureError) {
+        state.withLock { $0.error = error }
+        stop(success: false)
+    }
+
+    /// Finishes the file once; tells the delegate with the outcome.
+    func stop(success: Bool) {
+        let finished: (MovieWriter?, (any AudioRecorderDelegate)?, AudioRecorder?)? = state.withLock { s in
+            guard s.phase != .idle else { return nil }
+            s.phase = .idle
+            s.lastDuration = Double(s.written) / Double(encoder.input.sampleRate)
+            s.limit = nil
+            defer { s.writer = nil }
+            return (s.writer, s.delegate, s.recorder)
+        }
+        guard let (writer, delegate, recorder) = finished else { return }
+        var ok = success
+        do throws(CaptureError) { try writer?.finish() } catch {
+            state.withLock { $0.error = error }
+            ok = false
+        }
+        attachment.demandChanged()
+        if let delegate, let recorder {
+            let flag = ok
+            DispatchQueue.global().async { delegate.audioRecorderDidFinishRecording(recorder, successfully: flag) }
+        }
+    }
+
+    func sessionDidStop() {}
+
+    func receive(_ sample: SampleBuffer, from connection: CaptureConnection) {
+        guard let buffer = sample.audioBuffer else { return }
+        enum Outcome { case none, reachedLimit, failed(CaptureError) }
+        let outcome: Outcome = state.withLock { s in
+            guard s.phase == .recording, let writer = s.writer else { return .none }
+            var piece = buffer
+            if let limit = s.limit, s.written + Int64(buffer.frameLength) > limit {
+                let keep = Int(max(0, limit - s.written))
+                piece = buffer.copy(frames: 0..<keep)
+            }
+            do throws(CaptureError) {
+                if piece.frameLength > 0 { try writer.appendAudio(piece) }
+            } catch {
+                return .failed(error)
+            }
+            s.written += Int64(piece.frameLength)
+            if s.metering { meter.withLock { $0.add(piece) } }
+            if let limit = s.limit, s.written >= limit { return .reachedLimit }
+            return .none
+        }
+        switch outcome {
+        case .none: break
+        case .reachedLimit:
+            stop(success: true)
+            let stopSession = self.stopSession
+            DispatchQueue.global().async { stopSession?() }
+        case .failed(let error):
+            fail(error)
+        }
+    }
+}

@@ -1,0 +1,315 @@
+import CaptureAnalysis
+import CaptureCore
+import CaptureMedia
+import Foundation
+
+/// What `capture inspect` finds in a file: streams, timing, keyframes, and — when the file carries
+/// CaptureKit's markers — frame continuity and A/V offsets, plus the checks a user asked for.
+public struct InspectionReport: Sendable, Codable {
+    public struct Stream: Sendable, Codable {
+        public var info: MediaFileInfo.Stream
+        public var packets: Int
+        public var bytes: Int64
+        /// Packets between keyframes (largest gap; video).
+        public var maximumKeyframeInterval: Int?
+        public var keyframes: Int
+        /// Measured from the packet sizes and the stream's duration, bits per second.
+        public var measuredBitrate: Int?
+    }
+
+    public struct Check: Sendable, Codable {
+        public var name: String
+        public var passed: Bool
+        public var detail: String
+    }
+
+    public struct Thumbnail: Sendable, Codable {
+        /// Position in presentation order, its decoded stamp (nil when unreadable) and its time.
+        public var frameNumber: Int
+        public var stampIndex: Int?
+        public var time: Double
+        /// Where it sits on the contact sheet.
+        public var x: Int, y: Int, width: Int, height: Int
+    }
+
+    public var path: String
+    public var format: String
+    public var duration: Double?
+    public var fileSize: Int64
+    public var bitrate: Int?
+    public var streams: [Stream]
+    public var decodedVideoFrames: Int
+    /// True when most frames carry a readable CaptureKit stamp.
+    public var hasMarkers: Bool
+    public var analysis: RecordingReport?
+    public var checks: [Check]
+    public var contactSheet: String?
+    public var thumbnails: [Thumbnail]
+
+    public var passed: Bool { checks.allSatisfy(\.passed) }
+}
+
+/// Runs the inspection; see `InspectionReport`.
+public enum RecordingInspector {
+    public struct Options: Sendable {
+        public var expectFrames: Int?
+        /// Seconds.
+        public var maxAVOffset: Double?
+        public var contactSheetPath: String?
+        public var thumbnailCount = 12
+        public init(expectFrames: Int? = nil, maxAVOffset: Double? = nil, contactSheetPath: String? = nil) {
+            self.expectFrames = expectFrames
+            self.maxAVOffset = maxAVOffset
+            self.contactSheetPath = contactSheetPath
+        }
+    }
+
+    public static func inspect(path: String, options: Options = Options()) throws(CaptureError) -> InspectionReport {
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path) else {
+            throw .fileOperationFailed(path: path, reason: "no such file")
+        }
+        let size = (attributes[.size] as? NSNumber)?.int64Value ?? 0
+        let scanReader = try MediaFileReader(path: path)
+        let info = scanReader.info
+        let packets = try scanReader.scanPackets()
+        let streams = info.streams.map { stream -> InspectionReport.Stream in
+            let p = packets.first { $0.index == stream.index }
+            let seconds = stream.duration ?? info.duration
+            return InspectionReport.Stream(
+                info: stream, packets: p?.packetCount ?? 0, bytes: p?.byteCount ?? 0,
+                maximumKeyframeInterval: stream.mediaType == "video" ? p?.maximumKeyframeInterval : nil,
+                keyframes: p?.keyframePositions.count ?? 0,
+                measuredBitrate: seconds.flatMap { $0 > 0 ? Int(Double((p?.byteCount ?? 0) * 8) / $0) : nil })
+        }
+        let videoPackets = streams.first { $0.info.mediaType == "video" }?.packets ?? 0
+        let sheet = ContactSheetBuilder(expectedFrames: videoPackets, thumbnails: options.contactSheetPath == nil ? 0 : options.thumbnailCount)
+
+        var analyzer = RecordingAnalyzer()
+        var frames = 0
+        var levels = AudioLevelTrack()
+        do {
+            try MediaFileReader(path: path).decode(
+                video: { frame in
+                    let plane = LumaPlane(base: frame.luma, width: frame.width, height: frame.height, bytesPerRow: frame.bytesPerRow[0])
+                    analyzer.addVideoFrame(plane, presentationTime: frame.presentationTime)
+                    sheet.offer(frame, number: frames)
+                    frames += 1
+                },
+                audio: { samples, channels, rate, start in
+                    let mono = channels == 1 ? samples : stride(from: 0, to: samples.count, by: channels).map { samples[$0] }
+                    analyzer.addAudio(mono, startTime: start, sampleRate: rate)
+                    levels.add(mono, rate: rate)
+                })
+        } catch {
+            throw (error as? CaptureError) ?? .codecFailure(operation: "decoding \(path)", code: -1, message: "\(error)")
+        }
+        let analysis = analyzer.report()
+        let stamped = analysis.frameIndices.compactMap { $0 }.count
+        let hasMarkers = frames > 0 && stamped * 2 > frames
+        var checks: [InspectionReport.Check] = []
+        if let expected = options.expectFrames {
+            var problems: [String] = []
+            if frames != expected { problems.append("\(frames) frames, not \(expected)") }
+            if hasMarkers, analysis.droppedCount > 0 {
+                problems.append("missing frame indices \(Self.ranges(analysis.droppedIndices)) (\(analysis.droppedCount) dropped)")
+            }
+            if hasMarkers, !analysis.duplicatedIndices.isEmpty { problems.append("duplicated indices \(Self.ranges(analysis.duplicatedIndices))") }
+            if hasMarkers, analysis.reorderedCount > 0 { problems.append("\(analysis.reorderedCount) reordered frames") }
+            checks.append(.init(name: "expect-frames", passed: problems.isEmpty,
+                                detail: problems.isEmpty ? "\(frames) frames, none missing" : problems.joined(separator: "; ")))
+        }
+        if let limit = options.maxAVOffset {
+            let offsets = analysis.syncMarkers.compactMap { m in m.offset.map { (m.second, $0) } }
+            let worst = offsets.max { abs($0.1) < abs($1.1) }
+            let passed = !offsets.isEmpty && abs(worst?.1 ?? 0) <= limit + 1e-9
+            let detail = offsets.isEmpty ? "no paired sync markers to measure"
+                : "largest offset \(Self.ms(worst!.1)) at \(worst!.0) s (limit \(Self.ms(limit)))"
+            checks.append(.init(name: "max-av-offset", passed: passed, detail: detail))
+        }
+        var thumbnails: [InspectionReport.Thumbnail] = []
+        if let out = options.contactSheetPath {
+            let jpeg = try sheet.render(levels: levels, analysis: analysis, thumbnails: &thumbnails)
+            guard FileManager.default.createFile(atPath: out, contents: Data(jpeg)) else {
+                throw .fileOperationFailed(path: out, reason: "cannot write the contact sheet")
+            }
+        }
+        return InspectionReport(
+            path: path, format: info.formatName, duration: info.duration, fileSize: size,
+            bitrate: info.duration.flatMap { $0 > 0 ? Int(Double(size * 8) / $0) : nil },
+            streams: streams, decodedVideoFrames: frames, hasMarkers: hasMarkers,
+            analysis: frames > 0 || analysis.audioDuration != nil ? analysis : nil,
+            checks: checks, contactSheet: options.contactSheetPath, thumbnails: thumbnails)
+    }
+
+    /// "3, 40–44, 90" for a sorted list of indices.
+    public static func ranges(_ values: [Int]) -> String {
+        var parts: [String] = []
+        var i = 0
+        while i < values.count {
+            var j = i
+            while j + 1 < values.count && values[j + 1] == values[j] + 1 { j += 1 }
+            parts.append(i == j ? "\(values[i])" : "\(values[i])–\(values[j])")
+            i = j + 1
+        }
+        return parts.joined(separator: ", ")
+    }
+
+    static func ms(_ seconds: Double) -> String { String(format: "%+.1f ms", seconds * 1000) }
+}
+
+/// RMS level per 10 ms of audio, for the contact sheet's level strip.
+struct AudioLevelTrack {
+    static let window = 0.01
+    var levels: [Double] = []
+    var duration = 0.0
+    private var pending: [Float] = []
+
+    mutating func add(_ samples: [Float], rate: Int) {
+        pending += samples
+        let size = max(1, Int(Double(rate) * Self.window))
+        while pending.count >= size {
+            levels.append(ToneAnalysis.rmsDBFS(pending[0..<size]))
+            pending.removeFirst(size)
+        }
+        duration += Double(samples.count) / Double(rate)
+    }
+}
+
+/// Picks evenly spaced frames while the file decodes, then composes them into one I420 picture
+/// with labels (a built-in 5×7 font) and an audio level strip, encoded with `JPEGCodec`.
+final class ContactSheetBuilder {
+    static let columns = 4
+    static let thumbnailWidth = 320
+    static let pad = 8
+    static let labelHeight = 24
+    static let stripHeight = 64
+    let wanted: Set<Int>
+    private var picked: [(number: Int, time: Double, pixels: PixelBuffer)] = []
+
+    init(expectedFrames: Int, thumbnails: Int) {
+        let count = min(thumbnails, expectedFrames)
+        wanted = count <= 0 ? [] : Set((0..<count).map { count == 1 ? 0 : $0 * (expectedFrames - 1) / (count - 1) })
+    }
+
+    func offer(_ frame: DecodedVideoFrame, number: Int) {
+        guard wanted.contains(number) else { return }
+        let width = Self.thumbnailWidth
+        let height = max(2, (frame.height * width / max(1, frame.width)) & ~1)
+        let source = PixelBuffer(format: .yuv420, width: frame.width, height: frame.height)
+        for plane in 0..<3 {
+            let rows = plane == 0 ? frame.height : (frame.height + 1) / 2
+            let bytes = plane == 0 ? frame.width : (frame.width + 1) / 2
+            for row in 0..<rows {
+                (source.baseAddress(ofPlane: plane) + row * source.bytesPerRow[plane])
+                    .copyMemory(from: frame.planes[plane] + row * frame.bytesPerRow[plane], byteCount: bytes)
+            }
+        }
+        let thumb = PixelBuffer(format: .yuv420, width: width, height: height)
+        guard (try? PixelConverter(from: .yuv420, Dimensions(width: frame.width, height: frame.height), to: .yuv420,
+                                   Dimensions(width: width, height: height)).convert(source, into: thumb)) != nil else { return }
+        picked.append((number, frame.presentationTime, thumb))
+    }
+
+    func render(levels: AudioLevelTrack, analysis: RecordingReport, thumbnails: inout [InspectionReport.Thumbnail]) throws(CaptureError) -> [UInt8] {
+        let ordered = picked.sorted { $0.time < $1.time }
+        let thumbHeight = ordered.first?.pixels.height ?? 180
+        let rows = max(1, (ordered.count + Self.columns - 1) / Self.columns)
+        let cellHeight = thumbHeight + Self.labelHeight
+        let width = Self.pad + Self.columns * (Self.thumbnailWidth + Self.pad)
+        let height = (Self.pad + rows * (cellHeight + Self.pad) + Self.stripHeight + Self.pad + 1) & ~1
+        let canvas = PixelBuffer(format: .yuv420, width: width, height: height)
+        let painter = Painter(canvas)
+        painter.fill(x: 0, y: 0, width: width, height: height, luma: 16)
+        // Frame numbers in presentation order differ from stamps only when frames are missing.
+        let sortedTimes = analysis.frameIndices
+        for (i, item) in ordered.enumerated() {
+            let x = Self.pad + (i % Self.columns) * (Self.thumbnailWidth + Self.pad)
+            let y = Self.pad + (i / Self.columns) * (cellHeight + Self.pad)
+            painter.blit(item.pixels, x: x, y: y)
+            let stamp = sortedTimes.indices.contains(item.number) ? sortedTimes[item.number] : nil
+            let label = "#\(stamp.map(String.init) ?? "?") \(String(format: "%.3f", item.time))s"
+            painter.text(label, x: x + 2, y: y + item.pixels.height + 4, scale: 2)
+            thumbnails.append(.init(frameNumber: item.number, stampIndex: stamp, time: item.time,
+                                    x: x, y: y, width: item.pixels.width, height: item.pixels.height))
+        }
+        // Audio level strip: one column per slice of the audio, height from −60…0 dBFS.
+        let stripY = height - Self.pad - Self.stripHeight
+        let stripWidth = width - 2 * Self.pad
+        painter.fill(x: Self.pad, y: stripY, width: stripWidth, height: Self.stripHeight, luma: 40)
+        if !levels.levels.isEmpty {
+            for column in 0..<stripWidth {
+                let from = column * levels.levels.count / stripWidth
+                let to = max(from + 1, (column + 1) * levels.levels.count / stripWidth)
+                let level = levels.levels[from..<min(to, levels.levels.count)].max() ?? -160
+                let bar = Int((max(0, min(60, level + 60)) / 60) * Double(Self.stripHeight - 12))
+                painter.fill(x: Self.pad + column, y: stripY + Self.stripHeight - bar, width: 1, height: bar, luma: 180,
+                             chroma: (64, 64))
+            }
+        }
+        painter.text("AUDIO DB", x: Self.pad + 4, y: stripY + 4, scale: 1)
+        return try JPEGCodec().encode(canvas, quality: 0.9)
+    }
+}
+
+/// Draws into an I420 buffer: rectangles, copies and text in a 5×7 bitmap font.
+struct Painter {
+    let canvas: PixelBuffer
+
+    init(_ canvas: PixelBuffer) { self.canvas = canvas }
+
+    func fill(x: Int, y: Int, width: Int, height: Int, luma: UInt8, chroma: (UInt8, UInt8) = (128, 128)) {
+        guard width > 0, height > 0 else { return }
+        let y0 = canvas.baseAddress(ofPlane: 0).assumingMemoryBound(to: UInt8.self)
+        for row in max(0, y)..<min(canvas.height, y + height) {
+            (y0 + row * canvas.bytesPerRow[0] + max(0, x)).update(repeating: luma, count: max(0, min(canvas.width, x + width) - max(0, x)))
+        }
+        for (plane, value) in [(1, chroma.0), (2, chroma.1)] {
+            let p = canvas.baseAddress(ofPlane: plane).assumingMemoryBound(to: UInt8.self)
+            for row in max(0, y / 2)..<min((canvas.height + 1) / 2, (y + height + 1) / 2) {
+                let from = max(0, x / 2), to = min((canvas.width + 1) / 2, (x + width + 1) / 2)
+                if to > from { (p + row * canvas.bytesPerRow[plane] + from).update(repeating: value, count: to - from) }
+            }
+        }
+    }
+
+    /// Copies an I420 picture to an even position.
+    func blit(_ picture: PixelBuffer, x: Int, y: Int) {
+        for plane in 0..<3 {
+            let d = plane == 0 ? 1 : 2
+            let rows = plane == 0 ? picture.height : (picture.height + 1) / 2
+            let bytes = plane == 0 ? picture.width : (picture.width + 1) / 2
+            for row in 0..<rows where y / d + row < canvas.planeRows[plane] {
+                (canvas.baseAddress(ofPlane: plane) + (y / d + row) * canvas.bytesPerRow[plane] + x / d)
+                    .copyMemory(from: picture.baseAddress(ofPlane: plane) + row * picture.bytesPerRow[plane], byteCount: bytes)
+            }
+        }
+    }
+
+    func text(_ string: String, x: Int, y: Int, scale: Int) {
+        var cursor = x
+        for character in string.uppercased() {
+            let rows = Self.glyphs[character] ?? Self.glyphs["?"]!
+            for (r, bits) in rows.enumerated() {
+                for c in 0..<5 where bits & (1 << (4 - c)) != 0 {
+                    fill(x: cursor + c * scale, y: y + r * scale, width: scale, height: scale, luma: 235)
+                }
+            }
+            cursor += 6 * scale
+        }
+    }
+
+    /// 5×7 glyphs, one byte per row, bit 4 = leftmost column.
+    static let glyphs: [Character: [UInt8]] = [
+        "0": [0x0E, 0x11, 0x13, 0x15, 0x19, 0x11, 0x0E], "1": [0x04, 0x0C, 0x04, 0x04, 0x04, 0x04, 0x0E],
+        "2": [0x0E, 0x11, 0x01, 0x02, 0x04, 0x08, 0x1F], "3": [0x1F, 0x02, 0x04, 0x02, 0x01, 0x11, 0x0E],
+        "4": [0x02, 0x06, 0x0A, 0x12, 0x1F, 0x02, 0x02], "5": [0x1F, 0x10, 0x1E, 0x01, 0x01, 0x11, 0x0E],
+        "6": [0x06, 0x08, 0x10, 0x1E, 0x11, 0x11, 0x0E], "7": [0x1F, 0x01, 0x02, 0x04, 0x08, 0x08, 0x08],
+        "8": [0x0E, 0x11, 0x11, 0x0E, 0x11, 0x11, 0x0E], "9": [0x0E, 0x11, 0x11, 0x0F, 0x01, 0x02, 0x0C],
+        "#": [0x0A, 0x0A, 0x1F, 0x0A, 0x1F, 0x0A, 0x0A], ".": [0, 0, 0, 0, 0, 0x0C, 0x0C],
+        "S": [0x0F, 0x10, 0x10, 0x0E, 0x01, 0x01, 0x1E], " ": [0, 0, 0, 0, 0, 0, 0],
+        "-": [0, 0, 0, 0x1F, 0, 0, 0], "?": [0x0E, 0x11, 0x01, 0x02, 0x04, 0, 0x04],
+        "A": [0x0E, 0x11, 0x11, 0x1F, 0x11, 0x11, 0x11], "U": [0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x0E],
+        "D": [0x1C, 0x12, 0x11, 0x11, 0x11, 0x12, 0x1C], "I": [0x0E, 0x04, 0x04, 0x04, 0x04, 0x04, 0x0E],
+        "O": [0x0E, 0x11, 0x11, 0x11, 0x11, 0x11, 0x0E], "B": [0x1E, 0x11, 0x11, 0x1E, 0x11, 0x11, 0x1E],
+    ]
+}

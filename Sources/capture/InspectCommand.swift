@@ -1,0 +1,93 @@
+import ArgumentParser
+import CaptureKit
+import Foundation
+
+struct InspectCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "inspect",
+        abstract: "Tell at a glance whether a recording is right: streams, timing, keyframes, markers, A/V sync.",
+        discussion: """
+            Files recorded from the simulator carry a frame-index stamp and sync markers; for them inspect \
+            also lists dropped, duplicated and reordered frames and the A/V offset at every marker. \
+            Exits non-zero when a check you asked for fails (--expect-frames, --max-av-offset).
+            """)
+
+    @Argument(help: "The media file.")
+    var file: String
+
+    @Flag(help: "Print the report as JSON.")
+    var json = false
+
+    @Option(name: .customLong("contact-sheet"), help: "Write a JPEG grid of thumbnails with frame indices, times and an audio level strip.")
+    var contactSheet: String?
+
+    @Option(name: .customLong("expect-frames"), help: "Fail unless the file has exactly N frames and none is missing.")
+    var expectFrames: Int?
+
+    @Option(name: .customLong("max-av-offset"), help: "Fail when a sync marker's A/V offset exceeds this (e.g. 40ms, 0.04s).")
+    var maxAVOffset: String?
+
+    /// Parses "40ms", "0.04s" or "0.04" (seconds).
+    static func parseDuration(_ text: String) -> Double? {
+        let t = text.trimmingCharacters(in: .whitespaces).lowercased()
+        if t.hasSuffix("ms") { return Double(t.dropLast(2)).map { $0 / 1000 } }
+        if t.hasSuffix("s") { return Double(t.dropLast()) }
+        return Double(t)
+    }
+
+    func run() throws {
+        var options = RecordingInspector.Options(expectFrames: expectFrames, contactSheetPath: contactSheet)
+        if let maxAVOffset {
+            guard let seconds = Self.parseDuration(maxAVOffset), seconds >= 0 else {
+                throw ValidationError("--max-av-offset takes a duration such as 40ms or 0.04s")
+            }
+            options.maxAVOffset = seconds
+        }
+        let report: InspectionReport
+        do { report = try RecordingInspector.inspect(path: file, options: options) } catch { throw CommandFailure(error) }
+        print(json ? encodeJSON(report) : Self.text(report))
+        if !report.passed {
+            for check in report.checks where !check.passed { printError("check \(check.name) failed: \(check.detail)") }
+            throw ExitCode.failure
+        }
+    }
+
+    static func text(_ r: InspectionReport) -> String {
+        var lines: [String] = []
+        let duration = r.duration.map { String(format: "%.3f s", $0) } ?? "unknown duration"
+        let rate = r.bitrate.map { String(format: "%.0f kbit/s", Double($0) / 1000) } ?? "?"
+        lines.append("\(r.path): \(r.format), \(duration), \(r.fileSize) bytes, \(rate)")
+        for s in r.streams {
+            let i = s.info
+            var parts = ["stream \(i.index): \(i.mediaType) \(i.codec)"]
+            if let w = i.width, let h = i.height { parts.append("\(w)x\(h)" + (i.pixelFormat.map { " \($0)" } ?? "")) }
+            if let rate = i.sampleRate { parts.append("\(rate) Hz \(i.channels ?? 0) ch") }
+            if let d = i.duration { parts.append(String(format: "%.3f s", d)) }
+            parts.append("\(s.packets) packets")
+            if i.mediaType == "video" {
+                parts.append("\(r.decodedVideoFrames) frames")
+                if let k = s.maximumKeyframeInterval { parts.append("\(s.keyframes) keyframes, at most \(k) frames apart") }
+            }
+            if let b = s.measuredBitrate { parts.append(String(format: "%.0f kbit/s", Double(b) / 1000)) }
+            lines.append(parts.joined(separator: ", "))
+        }
+        if let a = r.analysis, r.hasMarkers {
+            let stamps = a.frameIndices.compactMap { $0 }
+            lines.append("markers: \(stamps.count) of \(a.videoFrameCount) frames stamped \(stamps.min() ?? 0)…\(stamps.max() ?? 0)")
+            lines.append("dropped: " + (a.droppedCount == 0 ? "none" : "\(a.droppedCount) (indices \(RecordingInspector.ranges(a.droppedIndices)))"))
+            lines.append("duplicated: " + (a.duplicatedIndices.isEmpty ? "none" : RecordingInspector.ranges(a.duplicatedIndices)))
+            lines.append("reordered: \(a.reorderedCount)")
+            for m in a.syncMarkers {
+                let v = m.videoTime.map { String(format: "video %.3f s", $0) } ?? "no flash"
+                let au = m.audioTime.map { String(format: "audio %.3f s", $0) } ?? "no burst"
+                let o = m.offset.map { String(format: "offset %+.1f ms", $0 * 1000) } ?? "unpaired"
+                lines.append("sync \(m.second) s: \(v), \(au), \(o)")
+            }
+        } else if r.decodedVideoFrames > 0 {
+            lines.append("markers: none (not a CaptureKit simulator recording)")
+        }
+        for c in r.checks { lines.append("check \(c.name): \(c.passed ? "ok" : "FAILED") — \(c.detail)") }
+        if let sheet = r.contactSheet { lines.append("contact sheet: \(sheet) (\(r.thumbnails.count) thumbnails)") }
+        return lines.joined(separator: "\n")
+    }
+}
