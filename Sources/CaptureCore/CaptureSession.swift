@@ -398,10 +398,14 @@ public final class CaptureSession: Sendable {
         return demands.contains(.ready) && !demands.contains(.busy)
     }
 
+    /// A stream failed (e.g. its device was unplugged): as AVFoundation, the session posts the
+    /// runtime error and stops, so outputs finish (a recording finalizes a playable file).
     private func streamFailed(_ entry: StreamEntry, _ error: CaptureError) {
         stop(entry)
         if case .deviceDisconnected = error { entry.input.device.markDisconnected() }
         events.send(.runtimeError(error))
+        // Off the delivery thread: stopRunning waits for the pumps, this one included.
+        DispatchQueue.global().async { self.stopRunning() }
     }
 
     /// Virtual time: merge streams by PTS, advancing only while someone wants samples.

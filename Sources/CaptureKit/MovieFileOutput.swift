@@ -362,8 +362,10 @@ public final class MovieFileOutput: CaptureOutput {
         var options = MovieWriter.Options()
         let interval = s.movieFragmentInterval
         options.fragmentInterval = interval.isNumeric && interval > .zero ? interval : nil
+        // The first frame's own format: a device may deliver decoded frames for a compressed
+        // format (an MJPEG camera gives I420), so the connection's format is not what arrives.
         if let video = request.connections.first(where: { $0.mediaType == .video }),
-           case .video(let pixelFormat, let dimensions) = video.formatDescription {
+           case .video(let pixelFormat, let dimensions) = sample.formatDescription {
             let settings = s.connectionSettings[ObjectIdentifier(video)] ?? s.settings
             frameDuration = video.videoFrameDuration
             videoSettings = VideoEncoderSettings(dimensions: dimensions, inputPixelFormat: pixelFormat, frameDuration: frameDuration,
