@@ -15,16 +15,20 @@ public final class PhotoSettings: Sendable {
     /// JPEG quality 0…1.
     public let quality: Double
     public let flashMode: FlashMode
+    /// Ask for the active format's high-resolution still size (needs the output's
+    /// `isHighResolutionCaptureEnabled`, as in AVFoundation).
+    public let isHighResolutionPhotoEnabled: Bool
 
-    public init(quality: Double = 0.9, flashMode: FlashMode = .off) {
+    public init(quality: Double = 0.9, flashMode: FlashMode = .off, isHighResolutionPhotoEnabled: Bool = false) {
         uniqueID = Self.counter.wrappingAdd(1, ordering: .relaxed).newValue
         self.quality = quality
         self.flashMode = flashMode
+        self.isHighResolutionPhotoEnabled = isHighResolutionPhotoEnabled
     }
 
     /// A new settings object with the same choices (AVCapturePhotoSettings(from:)).
     public convenience init(from other: PhotoSettings) {
-        self.init(quality: other.quality, flashMode: other.flashMode)
+        self.init(quality: other.quality, flashMode: other.flashMode, isHighResolutionPhotoEnabled: other.isHighResolutionPhotoEnabled)
     }
 }
 
@@ -79,6 +83,10 @@ extension PhotoCaptureDelegate {
 /// and mirroring are written as the EXIF orientation (the pixels stay as the sensor delivered them).
 /// Flash: `.on` (or `.auto`, which the simulator treats as on) turns the device's torch on for
 /// the captured frame when the device has one; asking for `.on` without one is an error.
+/// High resolution: with `isHighResolutionCaptureEnabled` and a request asking for it, the still
+/// has the active format's high-resolution size. The simulator has one sensor mode per format,
+/// so it scales the captured frame up to that size with libswscale (bicubic): the size and
+/// framing are a real camera's, the extra detail is not.
 public final class PhotoOutput: CaptureOutput {
     public let attachment = OutputAttachment()
     private let delegateQueue = DispatchQueue(label: "CaptureKit.PhotoOutput.delegate")
@@ -98,6 +106,13 @@ public final class PhotoOutput: CaptureOutput {
     private struct State {
         var pending: [Pending] = []
         var usedIDs: Set<Int64> = []
+        var highResolutionEnabled = false
+    }
+
+    /// Whether requests may ask for high-resolution stills (AVCapturePhotoOutput.isHighResolutionCaptureEnabled).
+    public var isHighResolutionCaptureEnabled: Bool {
+        get { state.withLock { $0.highResolutionEnabled } }
+        set { state.withLock { $0.highResolutionEnabled = newValue } }
     }
 
     public init() {}
@@ -173,7 +188,13 @@ public final class PhotoOutput: CaptureOutput {
         guard fresh else {
             throw .invalidArgument("photo settings \(settings.uniqueID) were already used; create a new PhotoSettings per request")
         }
-        guard let dimensions = connection.input.device.activeFormat.dimensions else { throw .noInputs }
+        guard var dimensions = connection.input.device.activeFormat.dimensions else { throw .noInputs }
+        if settings.isHighResolutionPhotoEnabled {
+            guard isHighResolutionCaptureEnabled else {
+                throw .invalidArgument("high-resolution photo requested but the output's isHighResolutionCaptureEnabled is false")
+            }
+            if let high = connection.input.device.activeFormat.highResolutionStillImageDimensions { dimensions = high }
+        }
         return ResolvedPhotoSettings(uniqueID: settings.uniqueID, photoDimensions: dimensions,
                                      isFlashEnabled: settings.flashMode != .off && isFlashSupported)
     }
@@ -190,9 +211,18 @@ public final class PhotoOutput: CaptureOutput {
         }
         let orientation = ExifOrientation.value(rotation: connection.videoRotationAngle, mirrored: connection.isVideoMirrored)
         do throws(CaptureError) {
+            var still = pixels
+            let size = request.resolved.photoDimensions
+            if size.width != pixels.width || size.height != pixels.height {
+                let scaled = PixelBuffer(format: .yuv420, width: size.width, height: size.height)
+                try PixelConverter(from: pixels.format, Dimensions(width: pixels.width, height: pixels.height),
+                                   to: .yuv420, size).convert(pixels, into: scaled)
+                still = scaled
+            }
+            let image = still
             let jpeg = try codec.withLock { (c: inout JPEGCodec?) throws(CaptureError) -> [UInt8] in
                 if c == nil { c = try JPEGCodec() }
-                return try c!.encode(pixels, quality: request.settings.quality)
+                return try c!.encode(image, quality: request.settings.quality)
             }
             let tagged = try ExifOrientation.inserting(orientation, into: jpeg)
             request.finish(CapturePhoto(resolvedSettings: request.resolved, timestamp: sample.presentationTime,

@@ -154,4 +154,30 @@ final class PhaseRecorder: PhotoCaptureDelegate {
         let image = try JPEGCodec().decode(data)
         #expect(image.width == 640 && image.height == 480)
     }
+
+    @Test func highResolutionStillsUseTheFormatsStillSize() async throws {
+        // The 1080p formats of the phone profile take 3264x1836 stills.
+        let registry = CaptureKit.makeRegistry()
+        let session = CaptureSession(pace: .virtual)
+        try session.setSessionPreset(.hd1920x1080)
+        try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "sim:back")))
+        let output = PhotoOutput()
+        try session.addOutput(output)
+        try session.startRunning()
+        defer { session.stopRunning() }
+        let device = try #require(output.connection(with: .video)).input.device
+        let high = try #require(device.activeFormat.highResolutionStillImageDimensions)
+        #expect(high == Dimensions(width: 3264, height: 1836))
+        let recorder = PhaseRecorder()
+        #expect(throws: CaptureError.self) {
+            try output.capturePhoto(with: PhotoSettings(isHighResolutionPhotoEnabled: true), delegate: recorder)
+        }
+        output.isHighResolutionCaptureEnabled = true
+        try output.capturePhoto(with: PhotoSettings(isHighResolutionPhotoEnabled: true), delegate: recorder)
+        await recorder.waitForFinish()
+        let photo = try #require(recorder.photo.withLock { $0 })
+        #expect(photo.resolvedSettings.photoDimensions == high)
+        let decoded = try JPEGCodec().decode(photo.fileDataRepresentation())
+        #expect(decoded.width == high.width && decoded.height == high.height)
+    }
 }
