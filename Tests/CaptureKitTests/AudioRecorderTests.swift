@@ -54,7 +54,7 @@ enum AudioTestSupport {
         // Real time, with a generous limit so the meters are surely read while recording.
         #expect(recorder.record(forDuration: 60))
         await AssetTestSupport.waitUntil(seconds: 30) { recorder.currentTime >= 0.3 }
-        #expect(recorder.isRecording)
+        #expect(recorder.isRecording, "stopped early: error \(String(describing: recorder.error)), \(recorder.currentTime) s")
         recorder.updateMeters()
         let average = recorder.averagePower(forChannel: 0), peak = recorder.peakPower(forChannel: 0)
         #expect(recorder.isRecording, "metering must be read while recording")
