@@ -68,6 +68,11 @@ public final class MovieFileOutput: CaptureOutput {
 
     public let attachment = OutputAttachment()
     private let delegateQueue = DispatchQueue(label: "CaptureKit.MovieFileOutput.delegate")
+    /// Real-time pace: samples are encoded here, off the device's thread, so a slow encoder
+    /// queues frames (in memory) instead of making the device drop them. Virtual pace encodes on
+    /// the delivery thread: the session simply waits, and the result is deterministic.
+    private let writerQueue = DispatchQueue(label: "CaptureKit.MovieFileOutput.writer")
+    private let queueDepth = Mutex((current: 0, highWater: 0))
     private let state = Mutex(State())
 
     private struct Request {
@@ -226,7 +231,15 @@ public final class MovieFileOutput: CaptureOutput {
 
     /// Finishes the current recording; the file is complete when the delegate hears of it.
     public func stopRecording() {
-        end(error: nil, reason: "requested", waitingError: .noDataRecorded)
+        onWriter { self.end(error: nil, reason: "requested", waitingError: .noDataRecorded) }
+    }
+
+    /// Samples waiting for the encoder now, and the most there ever were (real-time pace).
+    public var encoderQueueDepth: (current: Int, highWater: Int) { queueDepth.withLock { $0 } }
+
+    /// Runs `work` after every sample already handed to the writer (real time), or now (virtual).
+    private func onWriter(_ work: @escaping @Sendable () -> Void) {
+        if attachment.pace == .realtime { writerQueue.async(execute: work) } else { work() }
     }
 
     /// Stops writing; samples until `resumeRecording` are left out of the file.
@@ -250,7 +263,7 @@ public final class MovieFileOutput: CaptureOutput {
     }
 
     public func sessionDidStop() {
-        end(error: nil, reason: "sessionStopped", waitingError: .sessionNotRunning)
+        onWriter { self.end(error: nil, reason: "sessionStopped", waitingError: .sessionNotRunning) }
     }
 
     /// The async alternative: records to `path` until `stopRecording`, a limit or the session stops,
@@ -280,6 +293,22 @@ public final class MovieFileOutput: CaptureOutput {
     // MARK: Samples
 
     public func receive(_ sample: SampleBuffer, from connection: CaptureConnection) {
+        guard attachment.pace == .realtime else {
+            process(sample, from: connection)
+            return
+        }
+        guard isRecording else { return }
+        queueDepth.withLock { d in
+            d.current += 1
+            d.highWater = max(d.highWater, d.current)
+        }
+        writerQueue.async {
+            self.process(sample, from: connection)
+            self.queueDepth.withLock { $0.current -= 1 }
+        }
+    }
+
+    private func process(_ sample: SampleBuffer, from connection: CaptureConnection) {
         let outcome: Outcome? = state.withLock { s -> Outcome? in
             switch s.phase {
             case .idle:

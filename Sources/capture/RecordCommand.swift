@@ -85,6 +85,8 @@ struct RecordCommand: AsyncParsableCommand {
         var preset: String
         var stabilization: String?
         var recording: RecordingSummary
+        /// Real-time pace: the most frames/buffers that ever waited for the encoder.
+        var encoderQueueHighWater: Int
         var wallSeconds: Double
         var speed: Double
         var file: MediaFileInfo
@@ -177,7 +179,7 @@ struct RecordCommand: AsyncParsableCommand {
             cameraFormat: cameraDevice.map { "\($0.activeFormat.formatDescription) @ \(fpsText($0.activeVideoMinFrameDuration)) fps" },
             microphone: micDevice?.uniqueID, microphoneFormat: micDevice.map { "\($0.activeFormat.formatDescription)" },
             pace: pace.rawValue, seed: seed, preset: preset.rawValue, stabilization: activeStabilization?.rawValue,
-            recording: summary, wallSeconds: wall,
+            recording: summary, encoderQueueHighWater: movie.encoderQueueDepth.highWater, wallSeconds: wall,
             speed: wall > 0 ? summary.duration / wall : 0, file: info)
         if json {
             print(encodeJSON(result))
@@ -207,7 +209,8 @@ struct RecordCommand: AsyncParsableCommand {
     private func printHuman(_ s: Summary) {
         print("Recorded \(s.output): \(String(format: "%.3f", s.recording.duration)) s, \(s.recording.fileSize) bytes, "
               + "\(s.recording.videoFrames) video frames, \(s.recording.audioSamples) audio samples")
-        print("  stopped: \(s.recording.stopReason), file usable: \(s.recording.fileIsUsable)")
+        print("  stopped: \(s.recording.stopReason), file usable: \(s.recording.fileIsUsable)"
+              + (s.pace == "realtime" ? ", encoder queue high-water mark \(s.encoderQueueHighWater)" : ""))
         print("  in \(String(format: "%.2f", s.wallSeconds)) s wall time (\(String(format: "%.2f", s.speed))x real time, pace \(s.pace), seed \(s.seed), preset \(s.preset))")
         if let c = s.camera { print("  camera      \(c): \(s.cameraFormat ?? "")") }
         if let m = s.microphone { print("  microphone  \(m): \(s.microphoneFormat ?? "")") }
