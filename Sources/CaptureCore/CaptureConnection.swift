@@ -127,6 +127,7 @@ public final class OutputAttachment: Sendable {
         var connections: [CaptureConnection] = []
         var onDemandChange: (@Sendable () -> Void)?
         var pace: CapturePace = .virtual
+        var preset: SessionPreset = .high
         var isRunning = false
     }
     private let state = Mutex(State())
@@ -146,13 +147,18 @@ public final class OutputAttachment: Sendable {
         state.withLock { $0.onDemandChange }?()
     }
 
-    func attach(connections: [CaptureConnection], pace: CapturePace, onDemandChange: @escaping @Sendable () -> Void) {
+    func attach(connections: [CaptureConnection], pace: CapturePace, preset: SessionPreset,
+                onDemandChange: @escaping @Sendable () -> Void) {
         state.withLock {
             $0.connections = connections
             $0.pace = pace
+            $0.preset = preset
             $0.onDemandChange = onDemandChange
         }
     }
+
+    /// The owning session's preset (outputs adapt: iFrame presets record every frame as a keyframe).
+    public var sessionPreset: SessionPreset { state.withLock { $0.preset } }
 
     func setRunning(_ running: Bool) { state.withLock { $0.isRunning = running } }
 

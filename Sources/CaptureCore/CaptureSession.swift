@@ -174,6 +174,7 @@ public final class CaptureSession: Sendable {
 
     /// Rebuilds connections, applies the preset and, while running, starts/stops streams to match.
     private func applyChanges(startingStreams: Bool = true) {
+        let preset = sessionPreset
         let (outputs, connections, running) = state.withLock { s -> ([any CaptureOutput], [CaptureConnection], Bool) in
             var connections: [CaptureConnection] = []
             for output in s.outputs {
@@ -187,7 +188,8 @@ public final class CaptureSession: Sendable {
             return (s.outputs, connections, s.wantsRunning && s.interruption == nil)
         }
         for output in outputs {
-            output.attachment.attach(connections: connections.filter { $0.output === output }, pace: pace) { [weak self] in
+            output.attachment.attach(connections: connections.filter { $0.output === output }, pace: pace,
+                                     preset: preset) { [weak self] in
                 self?.wake.signal()
             }
             output.attachment.setRunning(running)

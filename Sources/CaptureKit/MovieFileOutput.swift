@@ -397,9 +397,11 @@ public final class MovieFileOutput: CaptureOutput {
            case .video(let pixelFormat, let dimensions) = sample.formatDescription {
             let settings = s.connectionSettings[ObjectIdentifier(video)] ?? s.settings
             frameDuration = video.videoFrameDuration
+            // iFrame presets: every frame a keyframe (Apple's editing-friendly recording).
+            let keyframes = attachment.sessionPreset.isIFrame ? 1 : settings.keyframeInterval
             videoSettings = VideoEncoderSettings(dimensions: dimensions, inputPixelFormat: pixelFormat, frameDuration: frameDuration,
                                                  preset: settings.preset, bitrate: settings.videoBitrate,
-                                                 keyframeInterval: settings.keyframeInterval, codec: settings.codec)
+                                                 keyframeInterval: keyframes, codec: settings.codec)
             options.rotation = video.videoRotationAngle
             options.mirrored = video.isVideoMirrored
         }

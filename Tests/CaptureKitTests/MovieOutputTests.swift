@@ -173,6 +173,19 @@ import Testing
         #expect(report.frameIndices.compactMap { $0 } == Array(0..<30))
     }
 
+    @Test func iFramePresetRecordsEveryFrameAsAKeyframe() async throws {
+        let r = try rig(audio: false, preset: .iFrame1280x720)
+        defer { r.session.stopRunning() }
+        r.movie.maxRecordedDuration = MediaTime(value: 1, timescale: 2)
+        let path = r.dir + "/iframe.mov"
+        _ = try await r.movie.record(to: path)
+        let probe = try TestSupport.run("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries",
+                                                    "frame=key_frame,width", "-of", "csv=p=0", path])
+        let rows = probe.stdout.split(separator: "\n")
+        #expect(rows.count == 15)
+        #expect(rows.allSatisfy { $0.hasPrefix("1,1280") }, "every frame a keyframe: \(rows)")
+    }
+
     @Test func stopRecordingBeforeAnyFrameStillFinishesOnce() async throws {
         let r = try rig()
         defer { r.session.stopRunning() }
