@@ -17,7 +17,8 @@ public final class PixelBuffer: @unchecked Sendable {
     public private(set) var dataSize: Int
     private let planeOffsets: [Int]
     private let storage: PixelStorage
-    private let pool: PixelBufferPool?
+    /// The pool this buffer returns to when released (nil for standalone buffers).
+    public let pool: PixelBufferPool?
 
     init(format: PixelFormat, width: Int, height: Int, storage: PixelStorage, pool: PixelBufferPool?) {
         self.format = format

@@ -32,8 +32,8 @@ struct RecordCommand: AsyncParsableCommand {
     @Option(help: "Seed for the simulator's content.")
     var seed: UInt64 = 0
 
-    @Option(help: "x264 preset: ultrafast, superfast, veryfast, faster, fast, medium.")
-    var preset: VideoEncoderSettings.Preset = .veryfast
+    @Option(help: "x264 preset: ultrafast, superfast, veryfast, faster, fast, medium. (default: veryfast in virtual pace; in real time the fastest-needed preset this machine sustains, measured before recording)")
+    var preset: VideoEncoderSettings.Preset?
 
     @Option(help: "Average video bitrate in bits/s (default: constant quality, CRF 23).")
     var bitrate: Int?
@@ -83,6 +83,10 @@ struct RecordCommand: AsyncParsableCommand {
         var pace: String
         var seed: UInt64
         var preset: String
+        /// Real time without --preset: how the preset was chosen (calibrated frames per second per preset).
+        var encodingPolicy: RealtimeEncodingPolicy.Decision?
+        /// Peak resident memory of this process, in megabytes.
+        var peakRSSMegabytes: Double
         var stabilization: String?
         var recording: RecordingSummary
         /// Real-time pace: the most frames/buffers that ever waited for the encoder.
@@ -133,7 +137,17 @@ struct RecordCommand: AsyncParsableCommand {
         }
         let movie = MovieFileOutput()
         var settings = MovieFileOutput.Settings()
-        settings.preset = preset
+        // Real time: choose the preset that keeps up here and now, unless the user chose one.
+        var policy: RealtimeEncodingPolicy.Decision?
+        if preset == nil, pace == .realtime, let camera = cameraDevice, let size = camera.activeFormat.dimensions {
+            do {
+                policy = try RealtimeEncodingPolicy.choose(dimensions: size, frameDuration: camera.activeVideoMinFrameDuration)
+            } catch {
+                throw CommandFailure(error)
+            }
+        }
+        let chosenPreset = preset ?? policy.flatMap { VideoEncoderSettings.Preset(rawValue: $0.preset) } ?? .veryfast
+        settings.preset = chosenPreset
         settings.videoBitrate = bitrate
         movie.settings = settings
         settings.codec = videoCodec
@@ -178,7 +192,8 @@ struct RecordCommand: AsyncParsableCommand {
             output: output, camera: cameraDevice?.uniqueID,
             cameraFormat: cameraDevice.map { "\($0.activeFormat.formatDescription) @ \(fpsText($0.activeVideoMinFrameDuration)) fps" },
             microphone: micDevice?.uniqueID, microphoneFormat: micDevice.map { "\($0.activeFormat.formatDescription)" },
-            pace: pace.rawValue, seed: seed, preset: preset.rawValue, stabilization: activeStabilization?.rawValue,
+            pace: pace.rawValue, seed: seed, preset: chosenPreset.rawValue, encodingPolicy: policy,
+            peakRSSMegabytes: Self.peakRSSMegabytes(), stabilization: activeStabilization?.rawValue,
             recording: summary, encoderQueueHighWater: movie.encoderQueueDepth.highWater, wallSeconds: wall,
             speed: wall > 0 ? summary.duration / wall : 0, file: info)
         if json {
@@ -211,7 +226,11 @@ struct RecordCommand: AsyncParsableCommand {
               + "\(s.recording.videoFrames) video frames, \(s.recording.audioSamples) audio samples")
         print("  stopped: \(s.recording.stopReason), file usable: \(s.recording.fileIsUsable)"
               + (s.pace == "realtime" ? ", encoder queue high-water mark \(s.encoderQueueHighWater)" : ""))
-        print("  in \(String(format: "%.2f", s.wallSeconds)) s wall time (\(String(format: "%.2f", s.speed))x real time, pace \(s.pace), seed \(s.seed), preset \(s.preset))")
+        print("  in \(String(format: "%.2f", s.wallSeconds)) s wall time (\(String(format: "%.2f", s.speed))x real time, pace \(s.pace), seed \(s.seed), preset \(s.preset)), peak RSS \(String(format: "%.0f", s.peakRSSMegabytes)) MB")
+        if let p = s.encodingPolicy {
+            let tried = p.candidatesTried.sorted { $0.value < $1.value }.map { "\($0.key) \(String(format: "%.0f", $0.value)) fps" }
+            print("  real-time encoding policy: \(p.preset) (needs \(String(format: "%.0f", p.requiredFPS)) fps × 1.5; calibrated \(tried.joined(separator: ", ")))")
+        }
         if let c = s.camera { print("  camera      \(c): \(s.cameraFormat ?? "")") }
         if let m = s.microphone { print("  microphone  \(m): \(s.microphoneFormat ?? "")") }
         print("  file: \(s.file.formatName), \(s.file.duration.map { String(format: "%.3f s", $0) } ?? "?")")
@@ -226,5 +245,12 @@ struct RecordCommand: AsyncParsableCommand {
             if let b = st.bitrate { line += ", \(b / 1000) kb/s" }
             print(line)
         }
+    }
+
+    /// Peak resident set size (getrusage's ru_maxrss is in kilobytes on Linux).
+    static func peakRSSMegabytes() -> Double {
+        var usage = rusage()
+        getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+        return Double(usage.ru_maxrss) / 1024
     }
 }

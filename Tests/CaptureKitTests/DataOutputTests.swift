@@ -196,3 +196,53 @@ private final class AudioCollector: AudioDataOutputSampleBufferDelegate {
         for i in 1..<starts.count { #expect(starts[i] == starts[i - 1] + Int64(lengths[i - 1])) }
     }
 }
+
+/// Issue 8's allocation check, without timing anything: in steady state the data-output path
+/// reuses the camera pool's buffers — over 300 delivered frames only the pool's 8 distinct pixel
+/// memories ever appear, and the pool allocates nothing after warm-up.
+@Suite struct SteadyStateAllocationTests {
+    private final class AddressCounter: VideoDataOutputSampleBufferDelegate {
+        let addresses = Mutex<[UnsafeMutableRawPointer: Int]>([:])
+        let count = Mutex(0)
+        /// The camera pool's allocation count after frame 50 and after the last frame.
+        let allocations = Mutex<(warm: Int?, last: Int?)>((nil, nil))
+        let pools = Mutex<Set<ObjectIdentifier>>([])
+        func dataOutput(_ output: VideoDataOutput, didOutput sample: SampleBuffer, from connection: CaptureConnection) {
+            guard let pixels = sample.pixelBuffer, let pool = pixels.pool else { return }
+            addresses.withLock { $0[pixels.baseAddress(ofPlane: 0), default: 0] += 1 }
+            pools.withLock { _ = $0.insert(ObjectIdentifier(pool)) }
+            let n = count.withLock { c -> Int in
+                c += 1
+                return c
+            }
+            allocations.withLock { a in
+                if n == 50 { a.warm = pool.allocationCount }
+                a.last = pool.allocationCount
+            }
+        }
+    }
+
+    @Test func deliveredFramesComeFromARecycledPool() async throws {
+        let registry = CaptureKit.makeRegistry()
+        let session = CaptureSession(pace: .virtual)
+        try session.setSessionPreset(.hd1920x1080)
+        try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "sim:back")))
+        let output = VideoDataOutput()
+        let counter = AddressCounter()
+        output.setSampleBufferDelegate(counter, queue: DispatchQueue(label: "count"))
+        try session.addOutput(output)
+        try session.startRunning()
+        for _ in 0..<4000 where counter.count.withLock({ $0 }) < 300 { try await Task.sleep(for: .milliseconds(5)) }
+        session.stopRunning()
+        #expect(counter.count.withLock { $0 } >= 300)
+        let distinct = counter.addresses.withLock { $0.count }
+        // No copy and no new buffer per frame: at most the pool's buffers, each reused many times.
+        #expect(distinct <= 8, "\(distinct) distinct frame buffers over \(counter.count.withLock { $0 }) frames")
+        // The pool's own statistics: one pool, and no allocation after warm-up.
+        #expect(counter.pools.withLock { $0.count } == 1)
+        let (warm, last) = counter.allocations.withLock { $0 }
+        #expect(warm != nil && warm == last, "pool allocations grew from \(String(describing: warm)) to \(String(describing: last))")
+        #expect((last ?? 99) <= 8)
+        #expect(output.droppedFrameCounts.isEmpty)
+    }
+}
