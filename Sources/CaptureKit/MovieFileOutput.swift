@@ -298,14 +298,43 @@ public final class MovieFileOutput: CaptureOutput {
             return
         }
         guard isRecording else { return }
-        queueDepth.withLock { d in
+        let depth = queueDepth.withLock { d -> Int in
             d.current += 1
             d.highWater = max(d.highWater, d.current)
+            return d.current
         }
+        // While the encoder keeps up the device's own buffer is queued (no copy). Once frames
+        // start to wait, each is copied into the output's own pool so the device gets its buffer
+        // back at once: a slow encoder then costs memory, not dropped frames.
+        let queued = depth > Self.zeroCopyQueueDepth ? overflowCopy(of: sample) : sample
         writerQueue.async {
-            self.process(sample, from: connection)
+            self.process(queued, from: connection)
             self.queueDepth.withLock { $0.current -= 1 }
         }
+    }
+
+    /// Frames that may wait in the writer queue still holding the device's buffer.
+    static let zeroCopyQueueDepth = 2
+    private let overflowPool = Mutex<PixelBufferPool?>(nil)
+
+    private func overflowCopy(of sample: SampleBuffer) -> SampleBuffer {
+        guard let pixels = sample.pixelBuffer, pixels.pool != nil, !pixels.format.isCompressed else { return sample }
+        let pool = overflowPool.withLock { p -> PixelBufferPool in
+            if let existing = p, existing.format == pixels.format, existing.width == pixels.width, existing.height == pixels.height {
+                return existing
+            }
+            let fresh = PixelBufferPool(format: pixels.format, width: pixels.width, height: pixels.height)
+            p = fresh
+            return fresh
+        }
+        guard let copy = pool.makeBuffer() else { return sample }
+        for plane in 0..<pixels.planeCount {
+            copy.baseAddress(ofPlane: plane).copyMemory(from: pixels.baseAddress(ofPlane: plane),
+                                                        byteCount: pixels.bytesPerRow[plane] * pixels.planeRows[plane])
+        }
+        return SampleBuffer(payload: .pixels(copy), formatDescription: sample.formatDescription,
+                            presentationTime: sample.presentationTime, duration: sample.duration,
+                            sequenceNumber: sample.sequenceNumber, discontinuity: sample.discontinuity)
     }
 
     private func process(_ sample: SampleBuffer, from connection: CaptureConnection) {
