@@ -57,6 +57,8 @@ let package = Package(
             name: "CaptureKit",
             dependencies: ["CaptureCore", "CaptureMedia", "CaptureAnalysis", "CaptureSimulator", "CaptureV4L2", "CaptureALSA"],
             path: "Sources/CaptureKit"),
+        // Benchmark rows for ci/bench (timing lives here, never in tests).
+        .executableTarget(name: "capture-bench", dependencies: ["CaptureKit"], path: "Sources/capture-bench"),
         .executableTarget(
             name: "capture",
             dependencies: ["CaptureKit", .product(name: "ArgumentParser", package: "swift-argument-parser")],

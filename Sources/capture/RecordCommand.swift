@@ -87,6 +87,8 @@ struct RecordCommand: AsyncParsableCommand {
         var encodingPolicy: RealtimeEncodingPolicy.Decision?
         /// Peak resident memory of this process, in megabytes.
         var peakRSSMegabytes: Double
+        /// CPU time (user + system) this process used, in seconds.
+        var cpuSeconds: Double
         var stabilization: String?
         var recording: RecordingSummary
         /// Real-time pace: the most frames/buffers that ever waited for the encoder.
@@ -193,7 +195,7 @@ struct RecordCommand: AsyncParsableCommand {
             cameraFormat: cameraDevice.map { "\($0.activeFormat.formatDescription) @ \(fpsText($0.activeVideoMinFrameDuration)) fps" },
             microphone: micDevice?.uniqueID, microphoneFormat: micDevice.map { "\($0.activeFormat.formatDescription)" },
             pace: pace.rawValue, seed: seed, preset: chosenPreset.rawValue, encodingPolicy: policy,
-            peakRSSMegabytes: Self.peakRSSMegabytes(), stabilization: activeStabilization?.rawValue,
+            peakRSSMegabytes: Self.peakRSSMegabytes(), cpuSeconds: Self.cpuSeconds(), stabilization: activeStabilization?.rawValue,
             recording: summary, encoderQueueHighWater: movie.encoderQueueDepth.highWater, wallSeconds: wall,
             speed: wall > 0 ? summary.duration / wall : 0, file: info)
         if json {
@@ -245,6 +247,13 @@ struct RecordCommand: AsyncParsableCommand {
             if let b = st.bitrate { line += ", \(b / 1000) kb/s" }
             print(line)
         }
+    }
+
+    static func cpuSeconds() -> Double {
+        var usage = rusage()
+        getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+        return Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
+            + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
     }
 
     /// Peak resident set size (getrusage's ru_maxrss is in kilobytes on Linux).
