@@ -238,11 +238,11 @@ private final class AudioCollector: AudioDataOutputSampleBufferDelegate {
         let distinct = counter.addresses.withLock { $0.count }
         // No copy and no new buffer per frame: at most the pool's buffers, each reused many times.
         #expect(distinct <= 8, "\(distinct) distinct frame buffers over \(counter.count.withLock { $0 }) frames")
-        // The pool's own statistics: one pool, and no allocation after warm-up.
+        // The pool's own statistics: one pool that allocated at most its 8 buffers for 300+ frames
+        // (how many of the 8 depends on how the threads interleave), so ≥ 292 frames allocated nothing.
         #expect(counter.pools.withLock { $0.count } == 1)
-        let (warm, last) = counter.allocations.withLock { $0 }
-        #expect(warm != nil && warm == last, "pool allocations grew from \(String(describing: warm)) to \(String(describing: last))")
-        #expect((last ?? 99) <= 8)
+        let last = counter.allocations.withLock { $0.last }
+        #expect(last != nil && last! <= 8, "pool allocations: \(String(describing: last))")
         #expect(output.droppedFrameCounts.isEmpty)
     }
 }
