@@ -4,8 +4,9 @@ import Foundation
 /// A recorded fixture: what one or more devices delivered, in one self-describing file.
 ///
 /// Layout (format version 1): a NUT container written by libavformat.
-/// - Global metadata `capturekit.fixture.version` = `1` and `capturekit.fixture.profile` = JSON:
-///   `{"devices": [device…]}`; a device is its description (unique ID, names, media type, position,
+/// - Global metadata `capturekit.fixture.version` = `1`.
+/// - The first packet of the record stream (below) is the profile, `{"profile": {"devices": [device…]}}`
+///   (NUT's demuxer keeps metadata values only up to 1 KiB); a device is its description (unique ID, names, media type, position,
 ///   device type, default format, every format with frame-rate ranges and camera properties), the
 ///   active format index, the frame duration, its controls (kind, range, default, flags) and their
 ///   values when the recording started.
@@ -23,7 +24,6 @@ public enum FixtureFormat {
     /// The format version this build writes and reads.
     public static let version = 1
     static let versionKey = "capturekit.fixture.version"
-    static let profileKey = "capturekit.fixture.profile"
     static let nanoseconds: Int32 = 1_000_000_000
 }
 

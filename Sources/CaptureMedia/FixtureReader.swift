@@ -35,17 +35,35 @@ public enum FixtureReader {
         guard Int(versionText) == FixtureFormat.version else {
             throw .unsupportedFixtureVersion(path: path, version: versionText, supported: FixtureFormat.version)
         }
-        guard let profileEntry = av_dict_get(fc.pointee.metadata, FixtureFormat.profileKey, nil, 0) else {
-            throw invalid("no \(FixtureFormat.profileKey) metadata")
+        // Every packet: the media ones per stream, the records in order; the first record is the profile.
+        let streamCount = Int(fc.pointee.nb_streams)
+        guard streamCount >= 2 else { throw invalid("\(streamCount) streams: a fixture has one per device plus the record stream") }
+        var payloads: [[[UInt8]]] = Array(repeating: [], count: streamCount - 1)
+        var records: [[String: Any]] = []
+        let packet = try PacketOwner()
+        while true {
+            let r = av_read_frame(fc, packet.packet)
+            if r == FFmpeg.eof { break }
+            if r < 0 { throw invalid("corrupted container after \(records.count) records (\(FFmpeg.message(r)))") }
+            defer { av_packet_unref(packet.packet) }
+            let p = packet.packet.pointee
+            let bytes = p.size > 0 && p.data != nil ? Array(UnsafeBufferPointer(start: p.data, count: Int(p.size))) : []
+            let index = Int(p.stream_index)
+            if index < streamCount - 1 {
+                payloads[index].append(bytes)
+            } else {
+                guard let object = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any] else {
+                    throw invalid("corrupted record \(records.count): not a JSON object")
+                }
+                records.append(object)
+            }
         }
+        guard let profileRecord = records.first else { throw invalid("truncated: no profile record") }
         let devices: [FixtureDevice]
-        do {
-            let json = try JSONSerialization.jsonObject(with: Data(String(cString: profileEntry.pointee.value).utf8))
-            devices = try FixtureJSON.decode(json)
-        } catch let problem as FixtureJSON.Problem {
-            throw invalid("profile field '\(problem.field)': \(problem.problem)")
+        do throws(FixtureJSON.Problem) {
+            devices = try FixtureJSON.decode(FixtureJSON.object(profileRecord["profile"], "profile"))
         } catch {
-            throw invalid("the profile is not JSON (\(error))")
+            throw invalid("profile field '\(error.field)': \(error.problem)")
         }
         guard Int(fc.pointee.nb_streams) == devices.count + 1 else {
             throw invalid("\(fc.pointee.nb_streams) streams for \(devices.count) devices (expected one per device plus the record stream)")
@@ -59,28 +77,7 @@ public enum FixtureReader {
             throw invalid("stream \(devices.count) is not the record stream")
         }
 
-        // Every packet: the media ones per stream, the records in order.
-        var payloads: [[[UInt8]]] = Array(repeating: [], count: devices.count)
-        var records: [[String: Any]] = []
-        let packet = try PacketOwner()
-        while true {
-            let r = av_read_frame(fc, packet.packet)
-            if r == FFmpeg.eof { break }
-            if r < 0 { throw invalid("corrupted container after \(records.count) records (\(FFmpeg.message(r)))") }
-            defer { av_packet_unref(packet.packet) }
-            let p = packet.packet.pointee
-            let bytes = p.size > 0 && p.data != nil ? Array(UnsafeBufferPointer(start: p.data, count: Int(p.size))) : []
-            let index = Int(p.stream_index)
-            if index < devices.count {
-                payloads[index].append(bytes)
-            } else {
-                guard let object = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any] else {
-                    throw invalid("corrupted record \(records.count): not a JSON object")
-                }
-                records.append(object)
-            }
-        }
-        return try assemble(path: path, devices: devices, payloads: payloads, records: records)
+        return try assemble(path: path, devices: devices, payloads: payloads, records: Array(records.dropFirst()))
     }
 
     private static func assemble(path: String, devices: [FixtureDevice], payloads: [[[UInt8]]],

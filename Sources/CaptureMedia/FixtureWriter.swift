@@ -81,13 +81,14 @@ public final class FixtureWriter: @unchecked Sendable {
         events.pointee.codecpar.pointee.codec_type = AVMEDIA_TYPE_SUBTITLE
         events.pointee.codecpar.pointee.codec_id = AV_CODEC_ID_TEXT
 
-        let profile = try Self.json(FixtureJSON.encode(devices))
+        let profile = FixtureJSON.encode(devices)
         av_dict_set(&fc.pointee.metadata, FixtureFormat.versionKey, String(formatVersion), 0)
-        av_dict_set(&fc.pointee.metadata, FixtureFormat.profileKey, profile, 0)
         fc.pointee.flags |= AVFMT_FLAG_BITEXACT
         do {
             try FFmpeg.check(avio_open(&fc.pointee.pb, path, AVIO_FLAG_WRITE), "opening \(path)")
             try FFmpeg.check(avformat_write_header(fc, nil), "writing the fixture header")
+            // The profile is the first record: NUT's demuxer keeps metadata values to 1 KiB only.
+            try writeRecord(["profile": profile], time: 0)
         } catch {
             try? FileManager.default.removeItem(atPath: path)
             throw error
