@@ -15,6 +15,7 @@ final class SimulatedCamera: ControlReportingDevice {
     let capabilities: SimulatedCameraCapabilities
     let seed: UInt64
     let scenario: SimulatorScenario
+    let compressor: (any FrameCompressor)?
     let controls: [ControlDescription]
     private let state: Mutex<State>
     private let handler = Mutex<(@Sendable (ControlReport) -> Void)?>(nil)
@@ -84,7 +85,9 @@ final class SimulatedCamera: ControlReportingDevice {
         var width: Int
     }
 
-    init(profile: SimulatedDeviceProfile, capabilities: SimulatedCameraCapabilities, seed: UInt64, scenario: SimulatorScenario) {
+    init(profile: SimulatedDeviceProfile, capabilities: SimulatedCameraCapabilities, seed: UInt64, scenario: SimulatorScenario,
+         compressor: (any FrameCompressor)? = nil) {
+        self.compressor = compressor
         self.profile = profile
         self.capabilities = capabilities
         self.seed = seed
@@ -130,18 +133,20 @@ final class SimulatedCamera: ControlReportingDevice {
         guard let pixelFormat = configuration.format.pixelFormat, let size = configuration.format.dimensions else {
             throw .formatNotSupported("camera stream needs a video format")
         }
-        if pixelFormat == .mjpeg {
-            throw .formatNotSupported("\(profile.uniqueID) lists MJPEG formats as a UVC webcam does, but the simulator streams "
-                                      + "only uncompressed frames; choose the YUYV format of the same size")
+        if pixelFormat == .mjpeg && compressor == nil {
+            throw .formatNotSupported("\(profile.uniqueID) lists MJPEG formats as a UVC webcam does, but this simulator has no "
+                                      + "JPEG compressor (CaptureKit.makeRegistry gives it one); choose the YUYV format of the same size")
         }
         guard configuration.format.supports(frameDuration: configuration.frameDuration) else {
             throw .formatNotSupported("frame duration \(configuration.frameDuration) on \(configuration.format.formatDescription)")
         }
         // The seed is mixed with the device ID so two simulated cameras differ.
-        let renderer = try SyntheticFrameRenderer(pixelFormat: pixelFormat, dimensions: size,
+        // MJPEG: rendered as I420, then compressed frame by frame.
+        let renderer = try SyntheticFrameRenderer(pixelFormat: pixelFormat == .mjpeg ? .yuv420 : pixelFormat, dimensions: size,
                                                   frameDuration: configuration.frameDuration,
                                                   seed: seed ^ SimulatorDriver.hash(profile.uniqueID))
-        return SimulatedVideoStream(camera: self, renderer: renderer, configuration: configuration)
+        return SimulatedVideoStream(camera: self, renderer: renderer, configuration: configuration,
+                                    compressor: pixelFormat == .mjpeg ? compressor : nil)
     }
 
     // MARK: Controls as data

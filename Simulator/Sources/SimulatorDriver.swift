@@ -13,11 +13,14 @@ public struct SimulatorDriver: CaptureDriver, AuthorizingDriver, HotPlugDriver {
     public let profiles: [SimulatedDeviceProfile]
     /// Scripted permission answers, hot-plug and other processes' locks.
     public let scenario: SimulatorScenario
+    /// Compresses rendered frames for the MJPEG formats (nil: MJPEG streams are refused).
+    public let compressor: (any FrameCompressor)?
     private let loadError: CaptureError?
 
-    public init(seed: UInt64 = 0, scenario: SimulatorScenario = SimulatorScenario()) {
+    public init(seed: UInt64 = 0, scenario: SimulatorScenario = SimulatorScenario(), compressor: (any FrameCompressor)? = nil) {
         self.seed = seed
         self.scenario = scenario
+        self.compressor = compressor
         do {
             profiles = try SimulatedDeviceProfile.builtInAndEnvironment()
             loadError = nil
@@ -27,10 +30,12 @@ public struct SimulatorDriver: CaptureDriver, AuthorizingDriver, HotPlugDriver {
         }
     }
 
-    public init(seed: UInt64 = 0, profiles: [SimulatedDeviceProfile], scenario: SimulatorScenario = SimulatorScenario()) {
+    public init(seed: UInt64 = 0, profiles: [SimulatedDeviceProfile], scenario: SimulatorScenario = SimulatorScenario(),
+                compressor: (any FrameCompressor)? = nil) {
         self.seed = seed
         self.profiles = profiles
         self.scenario = scenario
+        self.compressor = compressor
         loadError = nil
     }
 
@@ -45,7 +50,7 @@ public struct SimulatorDriver: CaptureDriver, AuthorizingDriver, HotPlugDriver {
         guard scenario.isConnected(uniqueID) else { throw .deviceDisconnected(uniqueID) }
         switch profile.kind {
         case .camera(let capabilities):
-            return SimulatedCamera(profile: profile, capabilities: capabilities, seed: seed, scenario: scenario)
+            return SimulatedCamera(profile: profile, capabilities: capabilities, seed: seed, scenario: scenario, compressor: compressor)
         case .microphone(let format, let tone):
             return SimulatedMicrophone(profile: profile, format: format, tone: tone, scenario: scenario)
         }
@@ -91,6 +96,7 @@ public final class SimulatorScenario: Sendable {
         var delay: Duration = .zero
         var disconnected: Set<String> = []
         var externalLocks: [String: String] = [:]
+        var videoFaults: [String: VideoFaults] = [:]
         var handlers: [@Sendable (String, Bool) -> Void] = []
     }
 
@@ -160,6 +166,27 @@ public final class SimulatorScenario: Sendable {
 
     func externalLockHolder(_ uniqueID: String) -> String? { state.withLock { $0.externalLocks[uniqueID] } }
 
+    /// Faults a camera's streams have from their next start: frames it loses and timestamp jitter.
+    public struct VideoFaults: Sendable, Hashable {
+        /// Frame indices the camera loses (delivered as a gap with a `.discontinuity` drop).
+        public var droppedFrames: Set<Int64>
+        /// Each frame's PTS moves by up to ± this many microseconds, a deterministic function of
+        /// (seed, device, frame index).
+        public var jitterMicroseconds: Int64
+
+        public init(droppedFrames: Set<Int64> = [], jitterMicroseconds: Int64 = 0) {
+            self.droppedFrames = droppedFrames
+            self.jitterMicroseconds = jitterMicroseconds
+        }
+    }
+
+    /// Scripts faults for a camera (nil removes them).
+    public func setVideoFaults(_ faults: VideoFaults?, for uniqueID: String) {
+        state.withLock { $0.videoFaults[uniqueID] = faults }
+    }
+
+    func videoFaults(_ uniqueID: String) -> VideoFaults? { state.withLock { $0.videoFaults[uniqueID] } }
+
     func requireAuthorization(_ mediaType: MediaType) throws(CaptureError) {
         let status = authorizationStatus(for: mediaType)
         guard status == .authorized else { throw .notAuthorized(mediaType: mediaType.rawValue, status: status.rawValue) }
@@ -208,20 +235,35 @@ final class SimulatedVideoStream: DriverStream {
     private let stopSignal = StopSignal()
     private let state = Mutex<(next: Int64, offset: MediaTime, previous: MediaTime?, anchor: MediaTime)>((0, .zero, nil, .zero))
     private let format: FormatDescription
+    /// MJPEG: frames are rendered into `scratch` (I420) and compressed into the pool's buffers.
+    private let compression: (compressor: any FrameCompressor, scratch: PixelBuffer)?
+    private let faults = Mutex<SimulatorScenario.VideoFaults?>(nil)
 
-    init(camera: SimulatedCamera, renderer: SyntheticFrameRenderer, configuration: StreamConfiguration) {
+    init(camera: SimulatedCamera, renderer: SyntheticFrameRenderer, configuration: StreamConfiguration,
+         compressor: (any FrameCompressor)? = nil) {
         self.camera = camera
         self.renderer = renderer
         self.configuration = configuration
+        let delivered = compressor == nil ? renderer.pixelFormat : PixelFormat.mjpeg
         // Bounded like a V4L2 buffer queue: consumers that hold frames starve it (frames then drop).
-        pool = PixelBufferPool(format: renderer.pixelFormat, width: renderer.width, height: renderer.height,
+        pool = PixelBufferPool(format: delivered, width: renderer.width, height: renderer.height,
                                maximumBufferCount: SimulatedVideoStream.bufferCount)
-        format = .video(pixelFormat: renderer.pixelFormat, dimensions: Dimensions(width: renderer.width, height: renderer.height))
+        format = .video(pixelFormat: delivered, dimensions: Dimensions(width: renderer.width, height: renderer.height))
+        compression = compressor.map { ($0, PixelBuffer(format: renderer.pixelFormat, width: renderer.width, height: renderer.height)) }
     }
 
     /// Real time: PTS on the host clock from `hostTime`; virtual time: from the session's virtual now.
     func start(at hostTime: MediaTime) throws(CaptureError) {
         state.withLock { $0 = (0, .zero, nil, hostTime) }
+        faults.withLock { $0 = camera.scenario.videoFaults(camera.profile.uniqueID) }
+    }
+
+    /// The scripted jitter of frame `index`: uniform in ±`limit` µs, from (seed, device, index).
+    private func jitter(_ index: Int64, limit: Int64) -> MediaTime {
+        guard limit > 0 else { return .zero }
+        var random = SeededRandom(seed: camera.seed ^ SimulatorDriver.hash(camera.profile.uniqueID) ^ (UInt64(bitPattern: index) &* 0x9e37_79b9_7f4a_7c15))
+        let span = UInt64(2 * limit + 1)
+        return MediaTime(value: Int64(random.next() % span) - limit, timescale: 1_000_000)
     }
 
     /// Buffers in the stream's pool, as many as a typical V4L2 capture queue.
@@ -229,6 +271,7 @@ final class SimulatedVideoStream: DriverStream {
 
     func nextSample() throws(CaptureError) -> SampleBuffer? {
         var lost = 0
+        var scriptedLoss = false
         while true {
             if stopSignal.isStopped { return nil }
             guard camera.scenario.isConnected(camera.profile.uniqueID) else { throw .deviceDisconnected(camera.profile.uniqueID) }
@@ -237,7 +280,8 @@ final class SimulatedVideoStream: DriverStream {
                                          width: renderer.width, height: renderer.height)
             let step = plan.exposureSeconds > configuration.frameDuration.seconds
                 ? MediaTime(seconds: plan.exposureSeconds, preferredTimescale: 1_000_000) : configuration.frameDuration
-            let pts = anchor + offset
+            let faults = self.faults.withLock { $0 }
+            let pts = anchor + offset + jitter(index, limit: faults?.jitterMicroseconds ?? 0)
             if configuration.pace == .realtime {
                 // A frame is available once it has been exposed: at its start time plus its duration.
                 guard stopSignal.sleep(untilHostTime: pts + step) else { return nil }
@@ -247,6 +291,12 @@ final class SimulatedVideoStream: DriverStream {
                 s.previous = offset
                 s.offset = offset + step
             }
+            if faults?.droppedFrames.contains(index) == true {
+                // A scripted device drop: the frame is never delivered; the next one reports the gap.
+                lost += 1
+                scriptedLoss = true
+                continue
+            }
             guard let buffer = acquireBuffer() else {
                 // Every buffer is held by a consumer: this frame is lost, as on a device.
                 lost += 1
@@ -254,11 +304,12 @@ final class SimulatedVideoStream: DriverStream {
             }
             let measurements = renderer.render(frame: index, effects: plan.effects,
                                                syncFlash: SyntheticFrameRenderer.showsSyncFlash(offset: offset, previous: previous),
-                                               metering: plan.metering, into: buffer)
+                                               metering: plan.metering, into: compression?.scratch ?? buffer)
+            if let compression { try compression.compressor.compress(compression.scratch, into: buffer) }
             camera.endFrame(plan, measurements: measurements, presentationTime: pts)
             return SampleBuffer(payload: .pixels(buffer), formatDescription: format,
                                 presentationTime: pts, duration: step, sequenceNumber: index,
-                                discontinuity: lost > 0 ? Discontinuity(count: lost, reason: .outOfBuffers) : nil)
+                                discontinuity: lost > 0 ? Discontinuity(count: lost, reason: scriptedLoss ? .discontinuity : .outOfBuffers) : nil)
         }
     }
 

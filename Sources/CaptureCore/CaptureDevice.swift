@@ -760,7 +760,7 @@ public final class DeviceRegistry: Sendable {
     /// The device with this unique ID; throws `deviceNotFound` naming it.
     public func device(uniqueID: String) throws(CaptureError) -> CaptureDevice {
         for driver in drivers where uniqueID.hasPrefix(driver.scheme) {
-            if let description = try driver.discoverDevices().first(where: { $0.uniqueID == uniqueID }) {
+            if let description = try driver.lookUpDevice(uniqueID: uniqueID) {
                 return device(for: description, driver: driver).device
             }
         }

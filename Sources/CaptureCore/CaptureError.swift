@@ -47,6 +47,10 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
     case deviceStartFailed(device: String, reason: String)
     /// The process may not open the device node (EACCES/EPERM).
     case deviceAccessDenied(String)
+    /// A recorded fixture cannot be read: truncated, corrupted or not a fixture (the problem says which).
+    case invalidFixture(path: String, problem: String)
+    /// A fixture written in a format version this build does not read.
+    case unsupportedFixtureVersion(path: String, version: String, supported: Int)
 
     /// True when the error still leaves a complete, playable file (a limit was reached).
     public var recordingFinishedSuccessfully: Bool {
@@ -112,6 +116,10 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
             return "device '\(id)' could not start streaming: \(reason)"
         case .deviceAccessDenied(let id):
             return "access to '\(id)' was denied; add the user to the device's group (`video` for cameras, `audio` for microphones) and log in again"
+        case .invalidFixture(let path, let problem):
+            return "fixture \(path) is unusable: \(problem); record it again with `capture fixture record`"
+        case .unsupportedFixtureVersion(let path, let version, let supported):
+            return "fixture \(path) has format version \(version), but this build reads version \(supported); record it again with this build"
         }
     }
 }

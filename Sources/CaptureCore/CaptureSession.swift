@@ -410,6 +410,16 @@ public final class CaptureSession: Sendable {
         DispatchQueue.global().async { self.stopRunning() }
     }
 
+    /// A stream reported its end (a replayed fixture ran out): once every stream has ended the
+    /// session stops, so outputs finish (a recording finalizes its file).
+    private func streamEnded(_ entry: StreamEntry) {
+        stop(entry)
+        events.send(.streamEnded(deviceID: entry.input.device.uniqueID))
+        if state.withLock({ $0.streams.isEmpty }) {
+            DispatchQueue.global().async { self.stopRunning() }
+        }
+    }
+
     /// Virtual time: merge streams by PTS, advancing only while someone wants samples.
     private func spawnVirtualPump() {
         let generation = state.withLock { $0.generation }
@@ -431,8 +441,7 @@ public final class CaptureSession: Sendable {
                         if let sample = try entry.stream.nextSample() {
                             pending[ObjectIdentifier(entry)] = sample
                         } else {
-                            stop(entry)
-                            events.send(.streamEnded(deviceID: entry.input.device.uniqueID))
+                            streamEnded(entry)
                         }
                     } catch {
                         streamFailed(entry, error)
@@ -469,10 +478,7 @@ public final class CaptureSession: Sendable {
             while !entry.stopSignal.isStopped {
                 do throws(CaptureError) {
                     guard let sample = try entry.stream.nextSample() else {
-                        if !entry.stopSignal.isStopped {
-                            stop(entry)
-                            events.send(.streamEnded(deviceID: entry.input.device.uniqueID))
-                        }
+                        if !entry.stopSignal.isStopped { streamEnded(entry) }
                         return
                     }
                     deliver(sample, from: entry.input)

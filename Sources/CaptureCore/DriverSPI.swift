@@ -11,6 +11,15 @@ public protocol CaptureDriver: Sendable {
     func discoverDevices() throws(CaptureError) -> [DeviceDescription]
     /// Opens a device by unique ID; the handle stays valid until the device disconnects.
     func openDevice(uniqueID: String) throws(CaptureError) -> any DriverDevice
+    /// The device with this unique ID, or nil. Default: searched in `discoverDevices()`; drivers
+    /// whose IDs name something to open (fixture files) answer for IDs discovery does not list.
+    func lookUpDevice(uniqueID: String) throws(CaptureError) -> DeviceDescription?
+}
+
+extension CaptureDriver {
+    public func lookUpDevice(uniqueID: String) throws(CaptureError) -> DeviceDescription? {
+        try discoverDevices().first { $0.uniqueID == uniqueID }
+    }
 }
 
 /// A device as its driver describes it: static facts plus its formats.

@@ -9,8 +9,11 @@
 public enum CaptureKit {
     /// A registry with every backend this build has: the simulator (seeded), the simulated
     /// speaker→microphone loopback (`loop:mic`), then real V4L2 cameras (`/dev/video*`) and ALSA
-    /// capture PCMs (`hw:CARD,DEV,SUB`). On a machine without devices the real backends discover nothing.
-    public static func makeRegistry(seed: UInt64 = 0) -> DeviceRegistry {
-        DeviceRegistry(drivers: [SimulatorDriver(seed: seed), LoopbackDriver(speaker: .shared), V4L2Driver(), ALSADriver()])
+    /// capture PCMs (`hw:CARD,DEV,SUB`), and recorded fixtures (`fixture:PATH`). On a machine without
+    /// devices the real backends discover nothing. The simulator compresses its MJPEG formats with
+    /// libturbojpeg; `scenario` scripts its permissions, hot-plug and faults.
+    public static func makeRegistry(seed: UInt64 = 0, scenario: SimulatorScenario = SimulatorScenario()) -> DeviceRegistry {
+        DeviceRegistry(drivers: [SimulatorDriver(seed: seed, scenario: scenario, compressor: JPEGFrameCompressor()),
+                                 LoopbackDriver(speaker: .shared), V4L2Driver(), ALSADriver(), FixtureDriver()])
     }
 }

@@ -1,5 +1,6 @@
 import CTurboJPEG
 import CaptureCore
+import Synchronization
 
 /// JPEG through libturbojpeg: compression straight from YUV planes (no RGB detour) and decoding.
 /// A handle is confined to one thread at a time.
@@ -79,5 +80,28 @@ public final class JPEGCodec: @unchecked Sendable {
         }
         guard r == 0 else { throw failure(decompressor, "tjDecompress2") }
         return out
+    }
+}
+
+/// The simulator's MJPEG formats through libturbojpeg: `FrameCompressor` over a small set of
+/// `JPEGCodec` handles (a handle is used by one thread at a time; streams borrow one per frame).
+public final class JPEGFrameCompressor: FrameCompressor {
+    /// JPEG quality 0…1 (0.9 keeps the frame stamp and flat colours clean).
+    public let quality: Double
+    private let idle = Mutex<[JPEGCodec]>([])
+
+    public init(quality: Double = 0.9) {
+        self.quality = quality
+    }
+
+    public func compress(_ frame: PixelBuffer, into output: PixelBuffer) throws(CaptureError) {
+        guard output.format == .mjpeg, output.width == frame.width, output.height == frame.height else {
+            throw .invalidArgument("JPEG compression needs an MJPEG output of \(frame.width)x\(frame.height), not \(output.format) \(output.width)x\(output.height)")
+        }
+        let codec: JPEGCodec
+        if let reused = idle.withLock({ $0.popLast() }) { codec = reused } else { codec = try JPEGCodec() }
+        defer { idle.withLock { $0.append(codec) } }
+        let bytes = try codec.encode(frame, quality: quality)
+        try bytes.withRawBytes { raw throws(CaptureError) in try output.setCompressedData(raw) }
     }
 }

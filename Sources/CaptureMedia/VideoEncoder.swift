@@ -68,6 +68,9 @@ final class VideoEncoder: @unchecked Sendable {
     private let encoderPixelFormat: AVPixelFormat
     private let converter: PixelConverter?
     private let convertedPool: PixelBufferPool?
+    /// MJPEG input: each frame is decoded to I420 first (with a converter if a JPEG is not 4:2:0).
+    private let jpegDecoder: JPEGCodec?
+    private var decodedConverter: PixelConverter?
     /// Ticks of the encoder time base per frame, for packet durations (x264 leaves them 0).
     let frameTicks: Int64
 
@@ -80,7 +83,8 @@ final class VideoEncoder: @unchecked Sendable {
         owner = try CodecContextOwner(codec: codec)
         frame = try FrameOwner()
         packet = try PacketOwner()
-        guard let input = FFmpeg.pixelFormat(settings.inputPixelFormat) else {
+        jpegDecoder = settings.inputPixelFormat == .mjpeg ? try JPEGCodec() : nil
+        guard let input = jpegDecoder != nil ? AV_PIX_FMT_YUV420P : FFmpeg.pixelFormat(settings.inputPixelFormat) else {
             throw .formatNotSupported("cannot encode \(settings.inputPixelFormat) frames to H.264 (decode them first)")
         }
         // x264 takes NV12 and I420 directly; anything else is converted to I420 once (MJPEG: always I420).
@@ -145,7 +149,9 @@ final class VideoEncoder: @unchecked Sendable {
     /// Sends one frame (PTS in encoder ticks: frame durations since the file start) and drains packets.
     func encode(_ buffer: PixelBuffer, ticks: Int64, into sink: (UnsafeMutablePointer<AVPacket>) throws(CaptureError) -> Void) throws(CaptureError) {
         let source: PixelBuffer
-        if let converter, let convertedPool {
+        if let jpegDecoder {
+            source = try decodeJPEG(buffer, with: jpegDecoder)
+        } else if let converter, let convertedPool {
             guard let converted = convertedPool.makeBuffer() else { throw .invalidState("conversion pool exhausted") }
             try converter.convert(buffer, into: converted)
             source = converted
@@ -159,6 +165,22 @@ final class VideoEncoder: @unchecked Sendable {
         av_frame_unref(f)
         try FFmpeg.check(sent, "sending a frame to the video encoder")
         try drain(into: sink)
+    }
+
+    /// An MJPEG frame as I420 of the encoder's size.
+    private func decodeJPEG(_ buffer: PixelBuffer, with decoder: JPEGCodec) throws(CaptureError) -> PixelBuffer {
+        let bytes = buffer.withCompressedData { Array($0) }
+        let decoded = try decoder.decode(bytes)
+        guard decoded.width == settings.dimensions.width, decoded.height == settings.dimensions.height else {
+            throw .formatNotSupported("an MJPEG frame of \(decoded.width)x\(decoded.height) in a \(settings.dimensions) recording")
+        }
+        if decoded.format == .yuv420 { return decoded }
+        if decodedConverter?.source.format != decoded.format {
+            decodedConverter = try PixelConverter(from: decoded.format, settings.dimensions, to: .yuv420, settings.dimensions)
+        }
+        let converted = PixelBuffer(format: .yuv420, width: decoded.width, height: decoded.height)
+        try decodedConverter!.convert(decoded, into: converted)
+        return converted
     }
 
     /// Flushes delayed frames at the end of the stream.

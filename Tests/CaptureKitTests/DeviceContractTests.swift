@@ -467,23 +467,33 @@ import Testing
         #expect(device.deviceWhiteBalanceGains(for: TemperatureAndTint(temperature: 6500)) == .unity)
     }
 
-    @Test func mjpegFormatsAreListedButRefusedWhenStreaming() throws {
-        let rig = try DeviceRig()
-        let webcam = try rig.device("sim:webcam")
+    @Test func mjpegFramesDecodeAndCarryTheFrameStamp() throws {
+        // makeRegistry gives the simulator its JPEG compressor; a rig without one still refuses MJPEG.
+        let webcam = try CaptureKit.makeRegistry().device(uniqueID: "sim:webcam")
         let mjpeg = try #require(webcam.format(matching: Dimensions(width: 1280, height: 720), frameRate: 15, pixelFormat: .mjpeg))
-        let session = CaptureSession(pace: .virtual)
-        try session.setSessionPreset(.inputPriority)
-        try session.addInput(CaptureDeviceInput(device: webcam))
-        try webcam.lockForConfiguration()
-        try webcam.setActiveFormat(mjpeg)
-        try webcam.setActiveVideoMinFrameDuration(MediaTime(value: 1, timescale: 15))
-        webcam.unlockForConfiguration()
-        do {
-            try session.startRunning()
-            Issue.record("an MJPEG stream started")
-        } catch {
-            guard case .formatNotSupported(let why) = error else { Issue.record("\(error)"); return }
-            #expect(why.contains("YUYV"))
+        let stream = try webcam.driverDevice().makeStream(StreamConfiguration(format: mjpeg, frameDuration: MediaTime(value: 1, timescale: 15),
+                                                                              pace: .virtual))
+        try stream.start(at: .zero)
+        defer { stream.stop() }
+        let codec = try JPEGCodec()
+        for n in 0..<3 {
+            let sample = try #require(try stream.nextSample())
+            #expect(sample.formatDescription == .video(pixelFormat: .mjpeg, dimensions: Dimensions(width: 1280, height: 720)))
+            #expect(sample.presentationTime == MediaTime(value: Int64(n), timescale: 15))
+            let bytes = try #require(sample.pixelBuffer).withCompressedData { Array($0) }
+            let frame = try codec.decode(bytes)
+            #expect(frame.width == 1280 && frame.height == 720)
+            let stamp = frame.withPlane(0) { raw in
+                FrameStampReader.frameIndex(in: LumaPlane(base: raw, width: frame.width, height: frame.height, bytesPerRow: frame.bytesPerRow[0]))
+            }
+            #expect(stamp == UInt32(n))
+        }
+        let rig = try DeviceRig()
+        let plain = try rig.device("sim:webcam")
+        #expect(throws: CaptureError.self) {
+            _ = try plain.driverDevice().makeStream(StreamConfiguration(format: try #require(plain.format(matching: Dimensions(width: 640, height: 480),
+                                                                                                          frameRate: 15, pixelFormat: .mjpeg)),
+                                                                        frameDuration: MediaTime(value: 1, timescale: 15), pace: .virtual))
         }
     }
 }

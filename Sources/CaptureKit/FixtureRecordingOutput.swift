@@ -1,0 +1,159 @@
+import Foundation
+import Synchronization
+
+/// Records what the session's devices deliver into a fixture (layout: `FixtureFormat`): each
+/// connected device's profile, every buffer as delivered with its PTS, sequence number and the
+/// drops before it, and control values that changed (read with each video frame, written at its PTS).
+public final class FixtureRecordingOutput: CaptureOutput {
+    public struct Summary: Sendable, Codable, Equatable {
+        public var path: String
+        /// Buffers per device, in the fixture's device order.
+        public var buffers: [Int]
+        public var controlChanges: Int
+        public var fileSize: Int64
+        /// Why it ended: requested, sessionStopped, maximumDuration, error.
+        public var stopReason: String
+    }
+
+    private struct Active {
+        var path: String
+        var writer: FixtureWriter
+        var devices: [CaptureDevice]
+        var counts: [Int]
+        var start: MediaTime?
+        var values: [[ControlID: ControlValue]]
+        var changes = 0
+        var waiter: CheckedContinuation<Result<Summary, CaptureError>, Never>?
+    }
+
+    private struct State {
+        var active: Active?
+        var maxRecordedDuration = MediaTime.invalid
+    }
+
+    public let attachment = OutputAttachment()
+    private let state = Mutex(State())
+
+    public init() {}
+
+    /// Stops on its own once a buffer starts this long after the first one (invalid: no limit).
+    public var maxRecordedDuration: MediaTime {
+        get { state.withLock { $0.maxRecordedDuration } }
+        set { state.withLock { $0.maxRecordedDuration = newValue } }
+    }
+
+    public var isRecording: Bool { state.withLock { $0.active != nil } }
+
+    public func accepts(_ mediaType: MediaType) -> Bool { true }
+
+    public var demand: OutputDemand { isRecording ? .ready : .idle }
+
+    /// Starts writing `path` from the next buffer, with the profiles of the connected devices now.
+    public func startRecording(to path: String) throws(CaptureError) {
+        let connections = attachment.connections
+        guard !connections.isEmpty else { throw .noInputs }
+        guard attachment.isSessionRunning else { throw .sessionNotRunning }
+        guard !isRecording else { throw .alreadyRecording }
+        var devices: [CaptureDevice] = []
+        for connection in connections.sorted(by: { $0.mediaType == .video && $1.mediaType != .video })
+        where !devices.contains(where: { $0 === connection.input.device }) {
+            devices.append(connection.input.device)
+        }
+        var profiles: [FixtureDevice] = []
+        var values: [[ControlID: ControlValue]] = []
+        for device in devices {
+            var description = try device.driverDevice().description
+            description.formats = device.formats
+            let current = Self.controlValues(of: device)
+            profiles.append(FixtureDevice(description: description,
+                                          activeFormatIndex: device.formats.firstIndex(of: device.activeFormat) ?? 0,
+                                          frameDuration: device.mediaType == .video ? device.activeVideoMinFrameDuration : .zero,
+                                          controls: device.controls, controlValues: current))
+            values.append(current)
+        }
+        let writer = try FixtureWriter(path: path, devices: profiles)
+        state.withLock {
+            $0.active = Active(path: path, writer: writer, devices: devices, counts: Array(repeating: 0, count: devices.count), values: values)
+        }
+        attachment.demandChanged()
+    }
+
+    /// Finishes the file; returns what was written (nil when not recording).
+    @discardableResult
+    public func stopRecording() throws(CaptureError) -> Summary? {
+        try end(reason: "requested")
+    }
+
+    /// Records until `stopRecording`, the duration limit, or the session stops (a replayed fixture
+    /// that ends stops its session), and returns the summary.
+    public func record(to path: String) async throws(CaptureError) -> Summary {
+        try startRecording(to: path)
+        let result: Result<Summary, CaptureError> = await withCheckedContinuation { continuation in
+            let finished = state.withLock { s -> Bool in
+                guard s.active != nil else { return true }
+                s.active?.waiter = continuation
+                return false
+            }
+            if finished { continuation.resume(returning: .failure(.invalidState("the recording ended before it was awaited"))) }
+        }
+        return try result.get()
+    }
+
+    public func receive(_ sample: SampleBuffer, from connection: CaptureConnection) {
+        let outcome = state.withLock { s -> Result<Bool, CaptureError> in
+            guard var active = s.active else { return .success(false) }
+            defer { s.active = active }
+            guard let device = active.devices.firstIndex(where: { $0 === connection.input.device }) else { return .success(false) }
+            let start = active.start ?? sample.presentationTime
+            active.start = start
+            if s.maxRecordedDuration.isNumeric, sample.presentationTime - start >= s.maxRecordedDuration { return .success(true) }
+            do throws(CaptureError) {
+                try active.writer.append(sample, device: device)
+                active.counts[device] += 1
+                if sample.mediaType == .video {
+                    let now = Self.controlValues(of: active.devices[device])
+                    for (id, value) in now.sorted(by: { $0.key.description < $1.key.description }) where active.values[device][id] != value {
+                        try active.writer.appendControlChange(FixtureControlChange(device: device, presentationTime: sample.presentationTime,
+                                                                                   control: id, value: value))
+                        active.changes += 1
+                    }
+                    active.values[device] = now
+                }
+                return .success(false)
+            } catch {
+                return .failure(error)
+            }
+        }
+        switch outcome {
+        case .success(true): _ = try? end(reason: "maximumDuration")
+        case .success(false): break
+        case .failure(let error): _ = try? end(reason: "error", error: error)
+        }
+    }
+
+    public func sessionDidStop() {
+        _ = try? end(reason: "sessionStopped")
+    }
+
+    private func end(reason: String, error: CaptureError? = nil) throws(CaptureError) -> Summary? {
+        guard let active = state.withLock({ s -> Active? in
+            defer { s.active = nil }
+            return s.active
+        }) else { return nil }
+        var failure = error
+        do throws(CaptureError) { try active.writer.finish() } catch { failure = failure ?? error }
+        let size = (try? FileManager.default.attributesOfItem(atPath: active.path)[.size] as? Int64) ?? 0
+        let summary = Summary(path: active.path, buffers: active.counts, controlChanges: active.changes, fileSize: size,
+                              stopReason: failure == nil ? reason : "error")
+        active.waiter?.resume(returning: failure.map { .failure($0) } ?? .success(summary))
+        attachment.demandChanged()
+        if let failure { throw failure }
+        return summary
+    }
+
+    private static func controlValues(of device: CaptureDevice) -> [ControlID: ControlValue] {
+        var values: [ControlID: ControlValue] = [:]
+        for control in device.controls { values[control.id] = try? device.value(of: control.id) }
+        return values
+    }
+}
