@@ -1,0 +1,152 @@
+import ArgumentParser
+import CaptureKit
+import Foundation
+
+struct FixtureCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "fixture", abstract: "Record what devices delivered into a replayable fixture, or describe one.",
+        discussion: "Replay a fixture anywhere a device is accepted: --camera fixture:PATH (add #microphone for its audio, ?loop=1 to loop).",
+        subcommands: [FixtureRecordCommand.self, FixtureInfoCommand.self])
+}
+
+struct FixtureRecordCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "record",
+        abstract: "Record a camera and/or microphone, buffers exactly as delivered, into a fixture file (NUT).")
+
+    @Option(help: "Camera unique ID (any device: sim:webcam, /dev/video0, fixture:…).")
+    var camera: String?
+
+    @Option(help: "Microphone unique ID.")
+    var microphone: String?
+
+    @Option(help: "WxH@FPS[:FOURCC]: the camera format, e.g. 1280x720@30:MJPG.")
+    var format: String?
+
+    @Option(name: .customLong("control"), help: "KEY=VALUE, repeatable: applied under the configuration lock before recording.")
+    var controls: [String] = []
+
+    @Option(help: "Seconds to record.")
+    var duration: Double
+
+    @Option(help: "virtual or realtime (default: realtime, as a device).")
+    var pace: CapturePace = .realtime
+
+    @Option(help: "Seed for the simulator's content.")
+    var seed: UInt64 = 0
+
+    @Option(name: .customLong("sim-drop-frame"), help: "Simulator fault, repeatable: the camera loses this frame index.")
+    var simDropFrames: [Int64] = []
+
+    @Option(name: .customLong("sim-jitter-us"), help: "Simulator fault: each frame's timestamp moves by up to ± this many µs (seeded).")
+    var simJitter: Int64 = 0
+
+    @Flag(help: "Print the summary as JSON.")
+    var json = false
+
+    @Argument(help: "Output fixture file (.nut).")
+    var output: String
+
+    func validate() throws {
+        guard camera != nil || microphone != nil else { throw ValidationError("give --camera, --microphone or both") }
+        guard duration > 0, duration.isFinite else { throw ValidationError("--duration must be a positive number of seconds") }
+    }
+
+    func run() async throws {
+        let scenario = SimulatorScenario()
+        if let camera, camera.hasPrefix("sim:"), !simDropFrames.isEmpty || simJitter != 0 {
+            scenario.setVideoFaults(.init(droppedFrames: Set(simDropFrames), jitterMicroseconds: simJitter), for: camera)
+        }
+        let registry = CaptureKit.makeRegistry(seed: seed, scenario: scenario)
+        let session = CaptureSession(pace: pace)
+        let fixture = FixtureRecordingOutput()
+        let summary: FixtureRecordingOutput.Summary
+        do {
+            try session.setSessionPreset(.inputPriority)
+            if let camera {
+                let device = try registry.device(uniqueID: camera)
+                try session.addInput(CaptureDeviceInput(device: device))
+                try ControlOptions.configure(device, format: format, controls: controls)
+            }
+            if let microphone {
+                try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: microphone)))
+            }
+            fixture.maxRecordedDuration = MediaTime(seconds: duration, preferredTimescale: 1_000_000)
+            try session.addOutput(fixture)
+            try session.startRunning()
+            defer { session.stopRunning() }
+            summary = try await fixture.record(to: output)
+        } catch {
+            throw CommandFailure(error)
+        }
+        if json {
+            print(encodeJSON(summary))
+        } else {
+            print("Recorded fixture \(summary.path): \(summary.buffers.map(String.init).joined(separator: " + ")) buffers, "
+                  + "\(summary.controlChanges) control changes, \(summary.fileSize) bytes, stopped: \(summary.stopReason)")
+        }
+    }
+}
+
+struct FixtureInfoCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "info", abstract: "Describe what a fixture holds.")
+
+    @Flag(help: "Print as JSON.")
+    var json = false
+
+    @Argument(help: "The fixture file.")
+    var fixture: String
+
+    struct Info: Codable {
+        struct Device: Codable {
+            var uniqueID: String
+            var name: String
+            var mediaType: String
+            var activeFormat: String
+            var frameDuration: String
+            var formats: Int
+            var controls: Int
+            var buffers: Int
+            var drops: Int
+            var firstPTS: Double?
+            var lastPTS: Double?
+            var bytes: Int
+        }
+        var path: String
+        var version: Int
+        var span: Double
+        var devices: [Device]
+        var controlChanges: Int
+    }
+
+    func run() throws {
+        let contents: FixtureContents
+        do {
+            contents = try FixtureReader.read(path: fixture)
+        } catch {
+            throw CommandFailure(error)
+        }
+        let devices = contents.devices.enumerated().map { index, device -> Info.Device in
+            let samples = index < contents.samples.count ? contents.samples[index] : []
+            return Info.Device(
+                uniqueID: device.description.uniqueID, name: device.description.localizedName,
+                mediaType: device.description.mediaType.rawValue,
+                activeFormat: "\(device.activeFormat.formatDescription)", frameDuration: "\(device.frameDuration)",
+                formats: device.description.formats.count, controls: device.controls.count, buffers: samples.count,
+                drops: samples.reduce(0) { $0 + ($1.discontinuity?.count ?? 0) },
+                firstPTS: samples.first?.presentationTime.seconds, lastPTS: samples.last?.presentationTime.seconds,
+                bytes: samples.reduce(0) { $0 + $1.data.count })
+        }
+        let info = Info(path: fixture, version: contents.version, span: contents.span.seconds, devices: devices,
+                        controlChanges: contents.controlChanges.count)
+        if json {
+            print(encodeJSON(info))
+            return
+        }
+        print("\(info.path): CaptureKit fixture version \(info.version), \(String(format: "%.3f", info.span)) s, \(info.controlChanges) control changes")
+        for d in devices {
+            print("  \(d.uniqueID) (\(d.mediaType), \(d.name)): \(d.activeFormat) every \(d.frameDuration); "
+                  + "\(d.buffers) buffers, \(d.bytes) bytes, \(d.drops) dropped; \(d.formats) formats, \(d.controls) controls")
+        }
+    }
+}
