@@ -96,12 +96,14 @@ import Testing
             }
             if n == 14 { S.configure(device) { () throws(CaptureError) in try device.setFocusMode(.continuousAutoFocus) } }
         }
+        // Virtual time loses nothing: the script's frame numbers are the camera's.
+        #expect(frames.map(\.index) == Array(0..<Int64(frames.count)), "frames lost: \(frames.map(\.index))")
         let sharpness = (0..<positions.count).map { frames[3 * $0 + 1].sharpness }
         for i in 1..<positions.count {
             #expect(sharpness[i] < sharpness[i - 1], "lens \(positions[i - 1]) → \(positions[i]): sharpness \(sharpness[i - 1]) → \(sharpness[i])")
         }
         let restored = try #require(frames.indices.first { n in n > 15 && frames[n...].allSatisfy { $0.sharpness >= 0.95 * sharpness[0] } },
-                                    "continuous AF did not restore sharpness: \(frames.map(\.sharpness))")
+                                    "continuous AF did not restore sharpness: \(frames.map(\.sharpness)); lens \(device.lensPosition)")
         print("AF: sharpness \(sharpness.map { String(format: "%.2f", $0) }) ; continuous AF restored it after \(restored - 15) frames")
         #expect(restored - 15 <= 40)
         #expect(abs(device.lensPosition - 0.9) <= 0.05, "lens settled at \(device.lensPosition)")

@@ -330,6 +330,7 @@ import Testing
         #expect(rig.registry.authorizationStatus(for: .video) == .notDetermined)
         // Capturing before anyone asked: a typed error, not black frames.
         let session = CaptureSession(pace: .virtual)
+        try session.setSessionPreset(.inputPriority)  // the device's own format, as these tests were written
         try session.addInput(CaptureDeviceInput(device: rig.device("sim:back")))
         #expect(throws: CaptureError.notAuthorized(mediaType: "video", status: "notDetermined")) { try session.startRunning() }
         scenario.setAccessAnswer(.deny, for: .video)
@@ -341,6 +342,7 @@ import Testing
         #expect(await rig.registry.requestAccess(for: .audio) == false)
         #expect(rig.registry.authorizationStatus(for: .audio) == .restricted)
         let micSession = CaptureSession(pace: .virtual)
+        try micSession.setSessionPreset(.inputPriority)  // the device's own format, as these tests were written
         try micSession.addInput(CaptureDeviceInput(device: rig.device("sim:mic")))
         #expect(throws: CaptureError.notAuthorized(mediaType: "audio", status: "restricted")) { try micSession.startRunning() }
         // A delayed grant.
@@ -401,12 +403,13 @@ import Testing
         let rig = try DeviceRig()
         let device = try rig.device("sim:back")
         let session = CaptureSession(pace: .virtual)
+        try session.setSessionPreset(.inputPriority)  // the device's own format, as these tests were written
         let events = S.Recorder(session.eventStream())
         try session.addInput(CaptureDeviceInput(device: device))
         let collector = FrameCollector(limit: 1000) { n, _ in if n == 4 { rig.scenario.disconnect(device.uniqueID) } }
         try session.addOutput(collector)
         try session.startRunning()
-        let seen = await events.waitFor(count: 2, seconds: 5)
+        let seen = await events.waitFor(count: 2, seconds: 60)
         session.stopRunning()
         events.cancel()
         #expect(collector.frames.count == 5, "frames 0…4; the next pull finds the device gone")

@@ -9,8 +9,14 @@ struct DeviceRig {
     let scenario: SimulatorScenario
     let suffix: String
 
-    init(seed: UInt64 = 0, scenario: SimulatorScenario = SimulatorScenario(), suffix: String? = nil) throws {
-        let suffix = suffix ?? String(UUID().uuidString.prefix(8)).lowercased()
+    /// The suffix keeps device IDs (and so the process-wide configuration locks) apart between tests
+    /// running in parallel. It comes from the calling test's name, not from randomness: the
+    /// simulator mixes the device ID into its seed, so a random suffix would change the picture —
+    /// and what auto-focus settles on — from run to run.
+    init(seed: UInt64 = 0, scenario: SimulatorScenario = SimulatorScenario(), suffix: String? = nil,
+         caller: String = #function) throws {
+        let suffix = suffix ?? String(caller.unicodeScalars.filter { CharacterSet.alphanumerics.contains($0) }
+            .map(Character.init)).lowercased()
         let profiles = try SimulatedDeviceProfile.builtIn().map { p -> SimulatedDeviceProfile in
             var p = p
             p.uniqueID += "-" + suffix
