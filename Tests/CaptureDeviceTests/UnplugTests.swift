@@ -19,6 +19,7 @@ struct UnplugTests {
         try camera.setActiveVideoMinFrameDuration(MediaTime(value: 1, timescale: 25))
         camera.unlockForConfiguration()
         let session = CaptureSession(pace: .realtime)
+        try session.setSessionPreset(.inputPriority)  // keep the format the test chose
         try session.addInput(CaptureDeviceInput(device: camera))
         let movie = MovieFileOutput()
         var settings = MovieFileOutput.Settings()

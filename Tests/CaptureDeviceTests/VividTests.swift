@@ -69,6 +69,7 @@ struct VividTests {
         #expect(microphone.activeFormat.audioFormat == AudioStreamFormat(sampleRate: 48_000, channelCount: 1, sampleFormat: .int16))
 
         let session = CaptureSession(pace: .realtime)
+        try session.setSessionPreset(.inputPriority)  // keep the format the test chose
         try session.addInput(CaptureDeviceInput(device: camera))
         try session.addInput(CaptureDeviceInput(device: microphone))
         let movie = MovieFileOutput()
@@ -141,6 +142,7 @@ struct VividTests {
         let camera = try DeviceEnvironment.device(registry, node)
         try camera.driverDevice().setValue(.bool(true), for: .custom("inject_vidioc_streamon_error"))
         let session = CaptureSession(pace: .realtime)
+        try session.setSessionPreset(.inputPriority)  // keep the format the test chose
         try session.addInput(CaptureDeviceInput(device: camera))
         #expect {
             try session.startRunning()
