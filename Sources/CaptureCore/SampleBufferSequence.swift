@@ -69,3 +69,36 @@ public struct SampleBufferSequence: AsyncSequence, Sendable {
         AsyncIterator(base: stream.makeAsyncIterator(), feed: feed)
     }
 }
+
+/// The live AsyncSequence readers of one output: hands out sequences and forgets them when their
+/// reader goes away. Shared by the data outputs.
+public final class SampleBufferFeeds: Sendable {
+    private let state = Mutex<(next: Int, feeds: [Int: SampleBufferSequence.Feed])>((0, [:]))
+
+    public init() {}
+
+    /// A new sequence keeping at most `limit` unread samples; `onChange` runs after each read and
+    /// when the reader goes away (outputs use it to tell a virtual-time session their demand changed).
+    public func makeSequence(limit: Int, onChange: @escaping @Sendable () -> Void) -> SampleBufferSequence {
+        let id = state.withLock { s -> Int in
+            s.next += 1
+            return s.next
+        }
+        let (sequence, feed) = SampleBufferSequence.make(limit: limit, onRead: onChange, onTermination: { [weak self] in
+            _ = self?.state.withLock { $0.feeds.removeValue(forKey: id) }
+            onChange()
+        })
+        state.withLock { $0.feeds[id] = feed }
+        onChange()
+        return sequence
+    }
+
+    public var isEmpty: Bool { state.withLock { $0.feeds.isEmpty } }
+
+    public var all: [SampleBufferSequence.Feed] { state.withLock { Array($0.feeds.values) } }
+
+    /// True when every reader has fewer than `limit` samples waiting.
+    public func allUnread(below limit: Int) -> Bool {
+        state.withLock { $0.feeds.values.allSatisfy { $0.unreadCount < limit } }
+    }
+}

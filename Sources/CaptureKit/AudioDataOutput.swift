@@ -12,12 +12,11 @@ public protocol AudioDataOutputSampleBufferDelegate: AnyObject, Sendable {
 public final class AudioDataOutput: CaptureOutput {
     public let attachment = OutputAttachment()
     private let state = Mutex(State())
+    private let feeds = SampleBufferFeeds()
 
     private struct State {
         var delegate: (any AudioDataOutputSampleBufferDelegate)?
         var queue: DispatchQueue?
-        var feeds: [Int: SampleBufferSequence.Feed] = [:]
-        var nextStreamID = 0
         var inFlight = 0
     }
 
@@ -39,28 +38,15 @@ public final class AudioDataOutput: CaptureOutput {
     /// Audio buffers as an AsyncSequence. It holds up to `streamLimit` unread buffers (about
     /// 5 s at 1024 frames and 48 kHz); virtual time waits for the reader, real time never should.
     public func sampleBuffers() -> SampleBufferSequence {
-        let id = state.withLock { s -> Int in
-            s.nextStreamID += 1
-            return s.nextStreamID
-        }
-        let (sequence, feed) = SampleBufferSequence.make(
-            limit: Self.streamLimit,
-            onRead: { [weak self] in self?.attachment.demandChanged() },
-            onTermination: { [weak self] in
-                _ = self?.state.withLock { $0.feeds.removeValue(forKey: id) }
-                self?.attachment.demandChanged()
-            })
-        state.withLock { $0.feeds[id] = feed }
-        attachment.demandChanged()
-        return sequence
+        feeds.makeSequence(limit: Self.streamLimit) { [weak self] in self?.attachment.demandChanged() }
     }
 
     public static let streamLimit = 256
 
     public var demand: OutputDemand {
         state.withLock { s in
-            guard s.delegate != nil || !s.feeds.isEmpty else { return .idle }
-            let ready = s.inFlight < Self.virtualQueueLimit && s.feeds.values.allSatisfy { $0.unreadCount < Self.virtualQueueLimit }
+            guard s.delegate != nil || !feeds.isEmpty else { return .idle }
+            let ready = s.inFlight < Self.virtualQueueLimit && feeds.allUnread(below: Self.virtualQueueLimit)
             return ready ? .ready : .busy
         }
     }
@@ -68,11 +54,11 @@ public final class AudioDataOutput: CaptureOutput {
     public func sessionDidStop() {}
 
     public func receive(_ sample: SampleBuffer, from connection: CaptureConnection) {
-        let (delegate, queue, feeds) = state.withLock { s in
+        let (delegate, queue, readers) = state.withLock { s in
             s.inFlight += s.delegate == nil ? 0 : 1
-            return (s.delegate, s.queue, Array(s.feeds.values))
+            return (s.delegate, s.queue, self.feeds.all)
         }
-        for feed in feeds { feed.yield(sample) }
+        for feed in readers { feed.yield(sample) }
         guard let delegate, let queue else { return }
         queue.async {
             delegate.dataOutput(self, didOutput: sample, from: connection)

@@ -41,6 +41,7 @@ public final class VideoDataOutput: CaptureOutput {
 
     public let attachment = OutputAttachment()
     private let state = Mutex(State())
+    private let feeds = SampleBufferFeeds()
     private let transformer = Mutex(FrameTransformer())
 
     private struct State {
@@ -49,8 +50,6 @@ public final class VideoDataOutput: CaptureOutput {
         var maximumQueuedFrames = 4
         var delegate: (any VideoDataOutputSampleBufferDelegate)?
         var queue: DispatchQueue?
-        var feeds: [Int: SampleBufferSequence.Feed] = [:]
-        var nextStreamID = 0
         var inFlight = 0
         var delivered = 0
         var drops: [DropReason: Int] = [:]
@@ -91,20 +90,7 @@ public final class VideoDataOutput: CaptureOutput {
     /// Frames as an AsyncSequence. It keeps at most `maximumQueuedFrames` unread frames; in real
     /// time, frames it cannot take count as `lateData` drops; in virtual time the session waits.
     public func sampleBuffers() -> SampleBufferSequence {
-        let id = state.withLock { s -> Int in
-            s.nextStreamID += 1
-            return s.nextStreamID
-        }
-        let (sequence, feed) = SampleBufferSequence.make(
-            limit: maximumQueuedFrames,
-            onRead: { [weak self] in self?.attachment.demandChanged() },
-            onTermination: { [weak self] in
-                _ = self?.state.withLock { $0.feeds.removeValue(forKey: id) }
-                self?.attachment.demandChanged()
-            })
-        state.withLock { $0.feeds[id] = feed }
-        attachment.demandChanged()
-        return sequence
+        feeds.makeSequence(limit: maximumQueuedFrames) { [weak self] in self?.attachment.demandChanged() }
     }
 
     /// Frames delivered and dropped so far, by reason.
@@ -113,10 +99,10 @@ public final class VideoDataOutput: CaptureOutput {
 
     public var demand: OutputDemand {
         state.withLock { s in
-            guard s.delegate != nil || !s.feeds.isEmpty else { return .idle }
+            guard s.delegate != nil || !feeds.isEmpty else { return .idle }
             // Virtual pace: back-pressure instead of drops.
             let limit = s.alwaysDiscardsLateVideoFrames ? 1 : s.maximumQueuedFrames
-            let ready = s.inFlight < limit && s.feeds.values.allSatisfy { $0.unreadCount < s.maximumQueuedFrames }
+            let ready = s.inFlight < limit && feeds.allUnread(below: s.maximumQueuedFrames)
             return ready ? .ready : .busy
         }
     }
@@ -130,7 +116,7 @@ public final class VideoDataOutput: CaptureOutput {
     public func receive(_ sample: SampleBuffer, from connection: CaptureConnection) {
         enum Decision { case deliver, drop(DropReason), ignore }
         let decision: Decision = state.withLock { s in
-            guard s.delegate != nil || !s.feeds.isEmpty else { return .ignore }
+            guard s.delegate != nil || !feeds.isEmpty else { return .ignore }
             if attachment.pace == .realtime {
                 if s.alwaysDiscardsLateVideoFrames && s.inFlight > 0 { return .drop(.lateData) }
                 if !s.alwaysDiscardsLateVideoFrames && s.inFlight >= s.maximumQueuedFrames { return .drop(.outOfBuffers) }
@@ -157,12 +143,12 @@ public final class VideoDataOutput: CaptureOutput {
     }
 
     private func dispatch(_ sample: SampleBuffer, _ connection: CaptureConnection) {
-        let (delegate, queue, feeds) = state.withLock { s in
+        let (delegate, queue, readers) = state.withLock { s in
             s.inFlight += s.delegate == nil ? 0 : 1
             s.delivered += 1
-            return (s.delegate, s.queue, Array(s.feeds.values))
+            return (s.delegate, s.queue, self.feeds.all)
         }
-        for feed in feeds where !feed.yield(sample) {
+        for feed in readers where !feed.yield(sample) {
             reportDrop(.lateData, at: sample.presentationTime, connection, countOnly: true)
         }
         guard let delegate, let queue else { return }
