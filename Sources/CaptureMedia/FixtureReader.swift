@@ -5,14 +5,32 @@ import Foundation
 /// An input AVFormatContext, closed exactly once.
 final class DemuxerOwner {
     var context: UnsafeMutablePointer<AVFormatContext>?
+    /// Wall-clock deadline (host seconds) read by the interrupt callback; freed with the owner.
+    private let deadline = UnsafeMutablePointer<Double>.allocate(capacity: 1)
 
-    /// Opens `path` as NUT (no probing: any other content fails here).
-    init(nutPath path: String) throws(CaptureError) {
+    /// Opens `path` as NUT (no probing: any other content fails here). A damaged file can send
+    /// libavformat's NUT demuxer into long resynchronisation scans, so every blocking call is
+    /// interrupted after `timeLimit` seconds and fails instead of hanging.
+    init(nutPath path: String, timeLimit: Double = 5) throws(CaptureError) {
         _ = FFmpeg.quietLogs
+        deadline.pointee = HostClock.now().seconds + timeLimit
+        guard let fc = avformat_alloc_context() else {
+            throw .codecFailure(operation: "avformat_alloc_context", code: -12, message: "out of memory")
+        }
+        fc.pointee.interrupt_callback.callback = { opaque in
+            guard let opaque else { return 0 }
+            return HostClock.now().seconds > opaque.assumingMemoryBound(to: Double.self).pointee ? 1 : 0
+        }
+        fc.pointee.interrupt_callback.opaque = UnsafeMutableRawPointer(deadline)
+        context = fc
+        // On failure avformat_open_input frees the context and sets it to nil.
         try FFmpeg.check(avformat_open_input(&context, path, av_find_input_format("nut"), nil), "opening \(path) as NUT")
     }
 
-    deinit { avformat_close_input(&context) }
+    deinit {
+        avformat_close_input(&context)
+        deadline.deallocate()
+    }
 }
 
 /// Reads and validates a whole fixture (layout: `FixtureFormat`). Every problem — truncation,

@@ -268,15 +268,16 @@ enum FixtureTestSupport {
         let path = dir + "/small.nut"
         _ = try await FixtureTestSupport.record(size: Dimensions(width: 640, height: 480), fps: 10, pixelFormat: .mjpeg, seconds: 0.15, to: path)
         let good = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
-        let (mutations, outcomes) = try Self.mutate(good, times: 7_000, scratch: dir + "/mutant.nut")
+        // On a Dispatch thread: ~30 s of blocking work must not hold one of the few cooperative threads.
+        let (mutations, outcomes) = try await offPool { try Self.mutate(good, times: 7_000, scratch: dir + "/mutant.nut") }
         #expect(outcomes.ok + outcomes.typed == mutations)
         #expect(outcomes.typed > mutations / 2)
     }
 
     /// Synchronous on purpose: the loop stays out of async code (see the compiler-hang note).
     static func mutate(_ good: [UInt8], times mutations: Int, scratch target: String) throws -> (Int, (ok: Int, typed: Int)) {
-        var random = SystemRandomNumberGenerator()
-        var seed = UInt64.random(in: 0...UInt64.max, using: &random)
+        // A fixed seed: the same mutations on every run, so a failure reproduces (vary it by hand to explore).
+        var seed: UInt64 = 0x5EED_2026_1121
         func next() -> UInt64 {
             seed &+= 0x9E37_79B9_7F4A_7C15
             var z = seed
