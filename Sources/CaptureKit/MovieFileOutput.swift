@@ -91,6 +91,9 @@ public final class MovieFileOutput: CaptureOutput {
         let audioRate: Int32
         var audioSamples: Int64 = 0
         var lastVideoEnd: MediaTime
+        /// The last frame's tick: real devices' timestamps jitter, and two frames must never round
+        /// to the same tick (the muxer refuses non-increasing timestamps).
+        var lastTicks: Int64 = -1
         /// Session time cut out by pauses; file time = PTS − start − pausedTotal.
         var pausedTotal = MediaTime.zero
         var isPaused = false
@@ -466,8 +469,9 @@ public final class MovieFileOutput: CaptureOutput {
                 if limits.duration.isNumeric && fileTime >= limits.duration {
                     return .stop(.recordingLimitReached(.maximumDuration), reason: "maximumDuration")
                 }
-                let ticks = Int64((fileTime.seconds / active.frameDuration.seconds).rounded())
+                let ticks = max(Int64((fileTime.seconds / active.frameDuration.seconds).rounded()), active.lastTicks + 1)
                 try active.writer.appendVideo(buffer, frameIndex: ticks)
+                active.lastTicks = ticks
                 active.lastVideoEnd = sample.presentationTime + sample.duration
             case .audio(let buffer):
                 guard active.hasAudio else { return nil }

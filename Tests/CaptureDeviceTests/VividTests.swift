@@ -98,8 +98,11 @@ struct VividTests {
         #expect(video["width"] as? Int == 640 && video["height"] as? Int == 480)
         let frames = Int(video["nb_read_frames"] as? String ?? "") ?? -1
         // Every frame of the 75 is either in the file or reported dropped by the device (under
-        // TCG the debug-built encoder cannot always keep up with 25 fps; drops are counted, not hidden).
-        #expect(frames > 0 && abs(frames + dropped - 75) <= 2, "ffprobe counted \(frames) frames, \(dropped) reported dropped")
+        // TCG the debug-built capture path cannot always keep up with 25 fps; drops are counted, not
+        // hidden). The device's drop count covers the whole session — the few frames before the
+        // recording's first keyframe and after its end too — hence the tolerance of a few frames.
+        #expect(frames > 0 && frames <= 76 && frames + dropped >= 74 && frames + dropped <= 79,
+                "ffprobe counted \(frames) frames, \(dropped) reported dropped")
         #expect(audio["sample_rate"] as? String == "48000")
 
         var samples: [Float] = []
