@@ -26,6 +26,10 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
     case encoderUnavailable(String)
     case codecFailure(operation: String, code: Int32, message: String)
     case streamEnded
+    /// Compressed frames cannot be copied into this file as they are (raw frames, MP4, a format change).
+    case passthroughUnavailable(String)
+    /// A compressed frame is damaged (e.g. no JPEG start or end marker); it was not written.
+    case invalidCompressedFrame(String)
     // Device model (configuration lock, controls, authorization, profiles)
     /// Runtime error: another client holds the device's configuration lock (in this process or another).
     case lockedByAnotherClient(device: String, holder: String)
@@ -96,6 +100,10 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
             return "\(op) failed (\(code)): \(message)"
         case .streamEnded:
             return "the device's stream ended"
+        case .passthroughUnavailable(let why):
+            return "video pass-through (copy) is not possible: \(why)"
+        case .invalidCompressedFrame(let problem):
+            return "a damaged compressed frame was not written: \(problem)"
         case .lockedByAnotherClient(let device, let holder):
             return "device '\(device)' is locked for configuration by another client (\(holder)); wait until it unlocks or use another device"
         case .notLockedForConfiguration(let device, let operation):

@@ -35,14 +35,23 @@ public struct RecordingSummary: Sendable, Codable, Equatable {
     public var fileIsUsable: Bool = false
     /// Media seconds cut out by pauses.
     public var pausedDuration: Double = 0
+    /// The video track's codec as written (`h264`, `mjpeg`, `hevc`); nil without video.
+    public var videoCodec: String?
+    /// True when the camera's compressed frames were copied into the file (no decode, no encode).
+    public var videoPassthrough: Bool = false
+    /// Pass-through frames left out because they were not whole JPEGs (damaged or truncated).
+    public var invalidFramesSkipped: Int = 0
+    /// Why the first such frame was left out.
+    public var invalidFrameProblem: String?
 
     static func empty(_ path: String, reason: String) -> RecordingSummary {
         RecordingSummary(path: path, videoFrames: 0, audioSamples: 0, duration: 0, fileSize: 0, stopReason: reason)
     }
 }
 
-/// Records a session's video and audio to an MP4 or MOV file (AVCaptureMovieFileOutput):
-/// H.264 (libx264) or MJPEG and AAC, muxed by libavformat.
+/// Records a session's video and audio to an MP4, MOV or MKV file (AVCaptureMovieFileOutput):
+/// H.264 (libx264), MJPEG or HEVC and AAC, muxed by libavformat — or, from an MJPEG camera, the
+/// camera's own JPEG frames copied into the file untouched (`VideoMode.passthrough`).
 ///
 /// - Recording starts on the first video frame after the request (so the file starts with a
 ///   keyframe); audio is cut sample-accurately to that frame's PTS, gaps become silence.
@@ -52,11 +61,33 @@ public struct RecordingSummary: Sendable, Codable, Equatable {
 /// - `movieFragmentInterval` (default 10 s, as AVFoundation; invalid or zero disables) writes
 ///   the movie as fragments, so a crash leaves a playable file missing at most one interval.
 /// - Pausing cuts the paused span out of the file; timestamps stay continuous.
-/// - The video connection's rotation and mirroring go into the track's display matrix.
+/// - The video connection's rotation and mirroring go into the track's display matrix (MOV/MP4;
+///   MKV refuses them). When frames are copied that is the only way to rotate: pixels cannot be
+///   turned without decoding.
+/// - Pass-through frames are queued and muxed by reference (no copy of the JPEG bytes) unless the
+///   writer queue backs up, when only the frame's valid bytes are copied to free the device's buffer.
+///   A frame that is not a whole JPEG is left out and counted (`invalidFramesSkipped`).
 public final class MovieFileOutput: CaptureOutput {
+    /// How the video track is made from the camera's frames.
+    public enum VideoMode: Sendable, Hashable {
+        /// Copy when the camera delivers MJPEG and the file is MOV or MKV; otherwise encode H.264.
+        case automatic
+        /// Encode with this codec (an MJPEG camera's frames are decoded first).
+        case encode(VideoCodec)
+        /// Copy the camera's compressed (MJPEG) frames into the file as they are: no decode, no
+        /// encode, every frame a keyframe. Raw frames or an MP4 file fail with `passthroughUnavailable`.
+        case passthrough
+    }
+
     /// Encoding choices for the files this output writes.
     public struct Settings: Sendable, Hashable {
-        public var codec: VideoCodec = .h264
+        /// How the video track is made (default: automatic — copy MJPEG into MOV/MKV, else H.264).
+        public var videoMode: VideoMode = .automatic
+        /// The encoder when frames are encoded (H.264 unless chosen); setting it selects `.encode(codec)`.
+        public var codec: VideoCodec {
+            get { if case .encode(let codec) = videoMode { return codec } else { return .h264 } }
+            set { videoMode = .encode(newValue) }
+        }
         public var preset: VideoEncoderSettings.Preset = .veryfast
         /// Average video bitrate (bits/s); nil = constant quality.
         public var videoBitrate: Int?
@@ -64,6 +95,17 @@ public final class MovieFileOutput: CaptureOutput {
         public var keyframeInterval: Int?
         public var audioBitrate: Int?
         public init() {}
+
+        /// What `videoMode` does with frames of `sourceFormat` written to `container`: `.passthrough`
+        /// or `.encode(codec)`, never `.automatic`.
+        public func resolvedVideoMode(sourceFormat: PixelFormat, container: MovieContainer) -> VideoMode {
+            switch videoMode {
+            case .automatic:
+                return sourceFormat == .mjpeg && container != .mp4 ? .passthrough : .encode(.h264)
+            case .encode, .passthrough:
+                return videoMode
+            }
+        }
     }
 
     public let attachment = OutputAttachment()
@@ -87,8 +129,13 @@ public final class MovieFileOutput: CaptureOutput {
         let startTime: MediaTime
         let frameDuration: MediaTime
         let hasVideo: Bool
+        /// Video frames are copied (`appendCompressedVideo`), not encoded.
+        let passthrough: Bool
+        let videoCodec: String?
         let hasAudio: Bool
         let audioRate: Int32
+        var invalidFrames = 0
+        var invalidFrameProblem: String?
         var audioSamples: Int64 = 0
         var lastVideoEnd: MediaTime
         /// The last frame's tick: real devices' timestamps jitter, and two frames must never round
@@ -113,6 +160,8 @@ public final class MovieFileOutput: CaptureOutput {
         /// Audio that arrived while waiting for the first video frame; the part at or after that
         /// frame's PTS is written once recording begins (real-time audio often arrives first).
         var audioBacklog: [SampleBuffer] = []
+        /// Pass-through frames skipped as damaged while waiting for the first good one.
+        var invalidBeforeStart: (count: Int, problem: String?) = (0, nil)
         var settings = Settings()
         var connectionSettings: [ObjectIdentifier: Settings] = [:]
         var maxRecordedDuration = MediaTime.invalid
@@ -223,6 +272,7 @@ public final class MovieFileOutput: CaptureOutput {
             guard case .idle = s.phase else { return false }
             s.phase = .waiting(request)
             s.audioBacklog = []
+            s.invalidBeforeStart = (0, nil)
             return true
         }
         guard accepted else {
@@ -282,7 +332,7 @@ public final class MovieFileOutput: CaptureOutput {
         guard !connections.isEmpty else { return .noInputs }
         guard attachment.isSessionRunning else { return .sessionNotRunning }
         guard MovieContainer(pathExtension: (path as NSString).pathExtension) != nil else {
-            return .invalidArgument("\(path): the file name must end in .mp4 or .mov")
+            return .invalidArgument("\(path): the file name must end in .mp4, .mov or .mkv")
         }
         let folder = (path as NSString).deletingLastPathComponent
         var isDirectory: ObjCBool = false
@@ -321,7 +371,7 @@ public final class MovieFileOutput: CaptureOutput {
     private let overflowPool = Mutex<PixelBufferPool?>(nil)
 
     private func overflowCopy(of sample: SampleBuffer) -> SampleBuffer {
-        guard let pixels = sample.pixelBuffer, pixels.pool != nil, !pixels.format.isCompressed else { return sample }
+        guard let pixels = sample.pixelBuffer, pixels.pool != nil else { return sample }
         let pool = overflowPool.withLock { p -> PixelBufferPool in
             if let existing = p, existing.format == pixels.format, existing.width == pixels.width, existing.height == pixels.height {
                 return existing
@@ -331,6 +381,14 @@ public final class MovieFileOutput: CaptureOutput {
             return fresh
         }
         guard let copy = pool.makeBuffer() else { return sample }
+        if pixels.format.isCompressed {
+            // Only the frame's valid bytes (a JPEG is a small part of the buffer's capacity).
+            do throws(CaptureError) {
+                try pixels.withCompressedData { (bytes) throws(CaptureError) in try copy.setCompressedData(bytes) }
+            } catch {
+                return sample
+            }
+        }
         for plane in 0..<pixels.planeCount {
             copy.baseAddress(ofPlane: plane).copyMemory(from: pixels.baseAddress(ofPlane: plane),
                                                         byteCount: pixels.bytesPerRow[plane] * pixels.planeRows[plane])
@@ -355,11 +413,19 @@ public final class MovieFileOutput: CaptureOutput {
                     s.audioBacklog.removeAll { $0.presentationTime + $0.duration < horizon }
                     return nil
                 }
+                if let problem = invalidPassthroughFrame(sample, request: request, state: s) {
+                    // Copying, and this first frame is damaged: start with the next good one.
+                    s.invalidBeforeStart.count += 1
+                    s.invalidBeforeStart.problem = s.invalidBeforeStart.problem ?? problem
+                    return nil
+                }
                 let backlog = s.audioBacklog
                 s.audioBacklog = []
                 let limits = Limits(s)
                 do throws(CaptureError) {
-                    let active = try begin(request, with: sample, state: s)
+                    var active = try begin(request, with: sample, state: s)
+                    active.invalidFrames = s.invalidBeforeStart.count
+                    active.invalidFrameProblem = s.invalidBeforeStart.problem
                     s.phase = .recording(active)
                 } catch {
                     s.phase = .idle
@@ -416,9 +482,21 @@ public final class MovieFileOutput: CaptureOutput {
         }
     }
 
+    /// Why a first video frame that would be copied is not a whole JPEG (nil: fine, or not copying).
+    private func invalidPassthroughFrame(_ sample: SampleBuffer, request: Request, state s: State) -> String? {
+        guard let pixels = sample.pixelBuffer, pixels.format.isCompressed,
+              let video = request.connections.first(where: { $0.mediaType == .video }) else { return nil }
+        let container = MovieContainer(pathExtension: (request.path as NSString).pathExtension) ?? .mp4
+        let settings = s.connectionSettings[ObjectIdentifier(video)] ?? s.settings
+        guard settings.resolvedVideoMode(sourceFormat: pixels.format, container: container) == .passthrough else { return nil }
+        return pixels.withCompressedData { JPEGFrameCheck.inspect($0).problem }
+    }
+
     private func begin(_ request: Request, with sample: SampleBuffer, state s: State) throws(CaptureError) -> Active {
         let container = MovieContainer(pathExtension: (request.path as NSString).pathExtension) ?? .mp4
         var videoSettings: VideoEncoderSettings?
+        var passthroughSettings: VideoPassthroughSettings?
+        var videoCodec: String?
         var frameDuration = MediaTime.invalid
         var options = MovieWriter.Options()
         let interval = s.movieFragmentInterval
@@ -429,11 +507,22 @@ public final class MovieFileOutput: CaptureOutput {
            case .video(let pixelFormat, let dimensions) = sample.formatDescription {
             let settings = s.connectionSettings[ObjectIdentifier(video)] ?? s.settings
             frameDuration = video.videoFrameDuration
-            // iFrame presets: every frame a keyframe (Apple's editing-friendly recording).
-            let keyframes = attachment.sessionPreset.isIFrame ? 1 : settings.keyframeInterval
-            videoSettings = VideoEncoderSettings(dimensions: dimensions, inputPixelFormat: pixelFormat, frameDuration: frameDuration,
-                                                 preset: settings.preset, bitrate: settings.videoBitrate,
-                                                 keyframeInterval: keyframes, codec: settings.codec)
+            let mode = settings.resolvedVideoMode(sourceFormat: pixelFormat, container: container)
+            if mode == .passthrough {
+                guard pixelFormat.isCompressed else {
+                    throw .passthroughUnavailable("\(video.input.device.uniqueID) delivers raw \(pixelFormat) frames, and only compressed (MJPEG) frames can be copied; choose the camera's MJPG format or encode (h264)")
+                }
+                passthroughSettings = VideoPassthroughSettings(format: pixelFormat, dimensions: dimensions, frameDuration: frameDuration)
+                videoCodec = "mjpeg"
+            } else {
+                let codec = settings.codec
+                // iFrame presets: every frame a keyframe (Apple's editing-friendly recording).
+                let keyframes = attachment.sessionPreset.isIFrame ? 1 : settings.keyframeInterval
+                videoSettings = VideoEncoderSettings(dimensions: dimensions, inputPixelFormat: pixelFormat, frameDuration: frameDuration,
+                                                     preset: settings.preset, bitrate: settings.videoBitrate,
+                                                     keyframeInterval: keyframes, codec: codec)
+                videoCodec = codec.rawValue
+            }
             options.rotation = video.videoRotationAngle
             options.mirrored = video.isVideoMirrored
         }
@@ -445,10 +534,11 @@ public final class MovieFileOutput: CaptureOutput {
             audioSettings = AudioEncoderSettings(input: format, bitrate: settings.audioBitrate)
             rate = Int32(format.sampleRate)
         }
-        let writer = try MovieWriter(path: request.path, container: container, video: videoSettings, audio: audioSettings,
-                                     options: options)
+        let writer = try MovieWriter(path: request.path, container: container, video: videoSettings,
+                                     videoPassthrough: passthroughSettings, audio: audioSettings, options: options)
         return Active(request: request, writer: writer, startTime: sample.presentationTime, frameDuration: frameDuration,
-                      hasVideo: videoSettings != nil, hasAudio: audioSettings != nil, audioRate: rate,
+                      hasVideo: videoSettings != nil || passthroughSettings != nil, passthrough: passthroughSettings != nil,
+                      videoCodec: videoCodec, hasAudio: audioSettings != nil, audioRate: rate,
                       lastVideoEnd: sample.presentationTime)
     }
 
@@ -470,7 +560,19 @@ public final class MovieFileOutput: CaptureOutput {
                     return .stop(.recordingLimitReached(.maximumDuration), reason: "maximumDuration")
                 }
                 let ticks = max(Int64((fileTime.seconds / active.frameDuration.seconds).rounded()), active.lastTicks + 1)
-                try active.writer.appendVideo(buffer, frameIndex: ticks)
+                if active.passthrough {
+                    do {
+                        try active.writer.appendCompressedVideo(buffer, frameIndex: ticks)
+                    } catch .invalidCompressedFrame(let problem) {
+                        // A damaged frame (truncated on the bus, say) is left out and counted; the
+                        // previous frame shows until the next good one, whose PTS is unchanged.
+                        active.invalidFrames += 1
+                        active.invalidFrameProblem = active.invalidFrameProblem ?? "frame at \(fileTime.seconds) s: \(problem)"
+                        return nil
+                    }
+                } else {
+                    try active.writer.appendVideo(buffer, frameIndex: ticks)
+                }
                 active.lastTicks = ticks
                 active.lastVideoEnd = sample.presentationTime + sample.duration
             case .audio(let buffer):
@@ -559,6 +661,7 @@ public final class MovieFileOutput: CaptureOutput {
             defer {
                 s.phase = .idle
                 s.audioBacklog = []
+                s.invalidBeforeStart = (0, nil)
             }
             return s.phase
         }
@@ -585,6 +688,10 @@ public final class MovieFileOutput: CaptureOutput {
             summary.stopReason = reason
             summary.fileIsUsable = usable
             summary.pausedDuration = active.pausedTotal.seconds
+            summary.videoCodec = active.videoCodec
+            summary.videoPassthrough = active.passthrough
+            summary.invalidFramesSkipped = active.invalidFrames
+            summary.invalidFrameProblem = active.invalidFrameProblem
             finish(active.request, summary: summary, error: failure)
         }
         attachment.demandChanged()

@@ -5,6 +5,9 @@ import Foundation
 /// The container a movie is written in.
 public enum MovieContainer: String, Sendable, CaseIterable {
     case mp4, mov
+    /// Matroska (`.mkv`): holds H.264, MJPEG (copied or encoded) and AAC. FFmpeg 5.1's muxer has
+    /// no place for a display matrix, so rotation and mirroring are refused for it.
+    case mkv
 
     /// The container for a file name's extension, if it is one CaptureKit writes.
     public init?(pathExtension: String) {
@@ -14,7 +17,7 @@ public enum MovieContainer: String, Sendable, CaseIterable {
 
 /// The file types `MovieWriter` (and the asset writer and audio recorder built on it) can write.
 public enum MediaFileType: String, Sendable, Hashable, CaseIterable, Codable {
-    case mp4, mov, m4a, wav
+    case mp4, mov, m4a, wav, mkv
 
     /// The type for a file name's extension, if it is one CaptureKit writes.
     public init?(pathExtension: String) {
@@ -28,18 +31,71 @@ public enum MediaFileType: String, Sendable, Hashable, CaseIterable, Codable {
         case .mov: return "mov"
         case .m4a: return "ipod"
         case .wav: return "wav"
+        case .mkv: return "matroska"
         }
     }
 
     /// Whether the type can hold a video track.
-    public var canHoldVideo: Bool { self == .mp4 || self == .mov }
+    public var canHoldVideo: Bool { self == .mp4 || self == .mov || self == .mkv }
+
+    /// The movie file type of a container.
+    public init(_ container: MovieContainer) {
+        switch container {
+        case .mp4: self = .mp4
+        case .mov: self = .mov
+        case .mkv: self = .mkv
+        }
+    }
 }
 
-/// Encodes video (H.264) and audio (AAC) and muxes them into MP4/MOV through libavformat.
+/// A video track whose frames arrive already compressed and are muxed as they are: no decoding,
+/// no encoding (`ffmpeg -c:v copy`). Today that is MJPEG, every frame a keyframe.
+public struct VideoPassthroughSettings: Sendable, Hashable {
+    /// The compressed format the frames arrive in (`.mjpeg`).
+    public var format: PixelFormat
+    public var dimensions: Dimensions
+    /// Nominal time between frames: the track's time base (frame n at n × frameDuration).
+    public var frameDuration: MediaTime
+
+    public init(format: PixelFormat = .mjpeg, dimensions: Dimensions, frameDuration: MediaTime) {
+        self.format = format
+        self.dimensions = dimensions
+        self.frameDuration = frameDuration
+    }
+}
+
+/// Checks that a buffer holds one whole JPEG: SOI (FF D8) at its first byte and EOI (FF D9) at its
+/// end, or within its last 64 bytes (some UVC cameras pad a frame after EOI).
+public enum JPEGFrameCheck {
+    /// Why `bytes` are not a whole JPEG frame, or nil when they are; `length` is the frame's size up
+    /// to and including EOI (trailing padding excluded).
+    public static func inspect(_ bytes: UnsafeRawBufferPointer) -> (length: Int, problem: String?) {
+        guard bytes.count >= 4 else { return (0, "only \(bytes.count) bytes") }
+        guard bytes[0] == 0xFF, bytes[1] == 0xD8 else {
+            return (0, String(format: "no JPEG start-of-image marker (first bytes %02X %02X, expected FF D8)", bytes[0], bytes[1]))
+        }
+        var end = bytes.count
+        let floor = max(2, bytes.count - 64)
+        while end - 2 >= floor {
+            if bytes[end - 2] == 0xFF && bytes[end - 1] == 0xD9 { return (end, nil) }
+            end -= 1
+        }
+        return (0, "no JPEG end-of-image marker (FF D9) at the end of the frame's \(bytes.count) bytes: the frame is truncated")
+    }
+}
+
+/// Encodes video (H.264, MJPEG, HEVC) and audio (AAC) and muxes them into MP4/MOV/MKV through
+/// libavformat; or, for a pass-through video track, muxes already-compressed MJPEG frames as they are.
 ///
 /// Video PTS are given relative to the file's start; audio is a contiguous run of samples that
 /// starts at the same instant, so the two tracks stay aligned by construction. Confined to one
 /// thread at a time (the owning output's lock).
+///
+/// Pass-through (`videoPassthrough`): each frame's bytes become one `AV_CODEC_ID_MJPEG` packet,
+/// a keyframe, with PTS = its tick × the frame duration, referenced (not copied) from its
+/// `PixelBuffer` until libavformat has written it. MOV and MKV take it; MP4 is refused
+/// (`passthroughUnavailable`: MP4 players rarely play Motion JPEG — encode H.264 for MP4).
+/// A frame that is not a whole JPEG throws `invalidCompressedFrame` and nothing is written.
 public final class MovieWriter: @unchecked Sendable {
     public let path: String
     /// The movie container (`.mp4` for the MP4 family, M4A and WAV included; see `fileType`).
@@ -48,6 +104,9 @@ public final class MovieWriter: @unchecked Sendable {
     public let fileType: MediaFileType
     private var formatContext: UnsafeMutablePointer<AVFormatContext>?
     private let video: VideoEncoder?
+    private let passthrough: VideoPassthroughSettings?
+    /// The pass-through track's packet (its data referenced from the frame's `PixelBuffer`).
+    private let passthroughPacket: PacketOwner?
     private let audio: AudioEncoder?
     private var videoStream: UnsafeMutablePointer<AVStream>?
     private var audioStream: UnsafeMutablePointer<AVStream>?
@@ -75,22 +134,44 @@ public final class MovieWriter: @unchecked Sendable {
 
     /// Creates the file and writes its header. Fails if the folder is missing or the file exists.
     public convenience init(path: String, container: MovieContainer, video videoSettings: VideoEncoderSettings?,
+                            videoPassthrough: VideoPassthroughSettings? = nil,
                             audio audioSettings: AudioEncoderSettings?, options: Options = Options()) throws(CaptureError) {
-        try self.init(path: path, fileType: container == .mov ? .mov : .mp4, video: videoSettings,
+        try self.init(path: path, fileType: MediaFileType(container), video: videoSettings, videoPassthrough: videoPassthrough,
                       audio: audioSettings, options: options)
     }
 
     /// Creates a file of any `MediaFileType` (M4A and WAV hold audio only) and writes its header.
+    /// `videoPassthrough` instead of `video` makes a track of already-compressed frames
+    /// (`appendCompressedVideo`); MOV and MKV only.
     public init(path: String, fileType: MediaFileType, video videoSettings: VideoEncoderSettings?,
+                videoPassthrough: VideoPassthroughSettings? = nil,
                 audio audioSettings: AudioEncoderSettings?, options: Options = Options()) throws(CaptureError) {
         _ = FFmpeg.quietLogs
         self.path = path
         self.fileType = fileType
-        self.container = fileType == .mov ? .mov : .mp4
+        self.container = fileType == .mov ? .mov : fileType == .mkv ? .mkv : .mp4
         self.options = options
-        guard videoSettings != nil || audioSettings != nil else { throw .noInputs }
-        if videoSettings != nil, !fileType.canHoldVideo {
+        guard videoSettings != nil || videoPassthrough != nil || audioSettings != nil else { throw .noInputs }
+        let hasVideo = videoSettings != nil || videoPassthrough != nil
+        if hasVideo, !fileType.canHoldVideo {
             throw .invalidArgument("a \(fileType.rawValue) file cannot hold video")
+        }
+        if videoSettings != nil, videoPassthrough != nil {
+            throw .invalidArgument("a movie has one video track: give encoder settings or pass-through settings, not both")
+        }
+        if let videoPassthrough {
+            guard videoPassthrough.format == .mjpeg else {
+                throw .passthroughUnavailable("only MJPEG frames can be copied into a movie, not \(videoPassthrough.format)")
+            }
+            guard fileType == .mov || fileType == .mkv else {
+                throw .passthroughUnavailable("MJPEG is copied into MOV or MKV files only, not \(fileType.rawValue) (MP4 players rarely play Motion JPEG); record to .mov or .mkv, or encode H.264 for MP4")
+            }
+            guard videoPassthrough.frameDuration.isNumeric, videoPassthrough.frameDuration > .zero else {
+                throw .invalidArgument("a pass-through track needs a positive frame duration, not \(videoPassthrough.frameDuration)")
+            }
+        }
+        if hasVideo, fileType == .mkv, options.rotation != 0 || options.mirrored {
+            throw .invalidArgument("a Matroska (.mkv) file cannot carry rotation or mirroring: this FFmpeg writes no display matrix into MKV; record to .mov, or turn the pixels with a VideoDataOutput")
         }
         let folder = (path as NSString).deletingLastPathComponent
         var isDirectory: ObjCBool = false
@@ -100,6 +181,8 @@ public final class MovieWriter: @unchecked Sendable {
         if FileManager.default.fileExists(atPath: path) { throw .outputFileExists(path: path) }
 
         video = try videoSettings.map { (s) throws(CaptureError) in try VideoEncoder(settings: s) }
+        passthrough = videoPassthrough
+        passthroughPacket = videoPassthrough == nil ? nil : try PacketOwner()
         audio = try audioSettings.map { (s) throws(CaptureError) in try AudioEncoder(settings: s) }
 
         var context: UnsafeMutablePointer<AVFormatContext>? = nil
@@ -124,17 +207,12 @@ public final class MovieWriter: @unchecked Sendable {
             try video.open(globalHeader: globalHeader)
             let stream = try addStream(for: video.context)
             videoStream = stream
-            if options.rotation != 0 || options.mirrored {
-                guard let matrix = av_stream_new_side_data(stream, AV_PKT_DATA_DISPLAYMATRIX, 9 * 4) else {
-                    throw .codecFailure(operation: "av_stream_new_side_data", code: -12, message: "out of memory")
-                }
-                let m = UnsafeMutableRawPointer(matrix).assumingMemoryBound(to: Int32.self)
-                // av_display_rotation_set takes clockwise degrees; ffprobe then reports the
-                // counter-clockwise angle (−90 for 90° clockwise, as phone portrait videos read)
-                // and ffmpeg's autorotate turns such a video clockwise.
-                av_display_rotation_set(m, Double(options.rotation))
-                if options.mirrored { av_display_matrix_flip(m, 1, 0) }
-            }
+            try addDisplayMatrix(to: stream)
+        }
+        if let passthrough {
+            let stream = try addPassthroughStream(passthrough)
+            videoStream = stream
+            try addDisplayMatrix(to: stream)
         }
         if let audio {
             try audio.open(globalHeader: globalHeader)
@@ -142,7 +220,11 @@ public final class MovieWriter: @unchecked Sendable {
         }
         try FFmpeg.check(avio_open(&fc.pointee.pb, path, AVIO_FLAG_WRITE), "opening \(path) for writing")
         var muxerOptions: [(String, String)] = []
-        if let interval = options.fragmentInterval, interval.isNumeric, interval > .zero {
+        if let interval = options.fragmentInterval, interval.isNumeric, interval > .zero, fileType == .mkv {
+            // Matroska is written cluster by cluster anyway; we end a cluster at the same points
+            // (a NULL packet flushes it), so a killed process loses at most one interval.
+            fragmentInterval = interval.seconds
+        } else if let interval = options.fragmentInterval, interval.isNumeric, interval > .zero {
             // delay_moov keeps A/V aligned (empty_moov shifts video by the B-frame delay and shows
             // the AAC priming); we cut fragments ourselves (frag_custom): a tiny first one as soon as
             // every track has a packet, so the moov reaches the disk early, then one at the first
@@ -154,6 +236,39 @@ public final class MovieWriter: @unchecked Sendable {
         try FFmpeg.check(avformat_write_header(fc, &dictionary.pointer), "writing the \(fileType.rawValue) header")
         try FFmpeg.rejectLeftovers(dictionary.pointer, "the \(fileType.rawValue) muxer")
         headerBytes = avio_tell(fc.pointee.pb)
+    }
+
+    /// The connection's rotation and mirroring as the track's display matrix (MP4/MOV).
+    private func addDisplayMatrix(to stream: UnsafeMutablePointer<AVStream>) throws(CaptureError) {
+        guard options.rotation != 0 || options.mirrored else { return }
+        guard let matrix = av_stream_new_side_data(stream, AV_PKT_DATA_DISPLAYMATRIX, 9 * 4) else {
+            throw .codecFailure(operation: "av_stream_new_side_data", code: -12, message: "out of memory")
+        }
+        let m = UnsafeMutableRawPointer(matrix).assumingMemoryBound(to: Int32.self)
+        // av_display_rotation_set takes clockwise degrees; ffprobe then reports the
+        // counter-clockwise angle (−90 for 90° clockwise, as phone portrait videos read)
+        // and ffmpeg's autorotate turns such a video clockwise.
+        av_display_rotation_set(m, Double(options.rotation))
+        if options.mirrored { av_display_matrix_flip(m, 1, 0) }
+    }
+
+    /// A video stream described by hand (no encoder): MJPEG, the frame size, one tick per frame.
+    private func addPassthroughStream(_ settings: VideoPassthroughSettings) throws(CaptureError) -> UnsafeMutablePointer<AVStream> {
+        guard let fc = formatContext, let stream = avformat_new_stream(fc, nil), let par = stream.pointee.codecpar else {
+            throw .codecFailure(operation: "avformat_new_stream", code: -12, message: "out of memory")
+        }
+        par.pointee.codec_type = AVMEDIA_TYPE_VIDEO
+        par.pointee.codec_id = AV_CODEC_ID_MJPEG
+        par.pointee.codec_tag = 0  // the muxer's own tag: 'jpeg' in MOV, V_MJPEG in MKV
+        par.pointee.width = Int32(settings.dimensions.width)
+        par.pointee.height = Int32(settings.dimensions.height)
+        par.pointee.field_order = AV_FIELD_PROGRESSIVE
+        par.pointee.color_range = AVCOL_RANGE_JPEG
+        stream.pointee.time_base = FFmpeg.rational(settings.frameDuration)
+        let rate = AVRational(num: settings.frameDuration.timescale, den: Int32(clamping: settings.frameDuration.value))
+        stream.pointee.avg_frame_rate = rate
+        stream.pointee.r_frame_rate = rate
+        return stream
     }
 
     private func addStream(for codec: UnsafeMutablePointer<AVCodecContext>) throws(CaptureError) -> UnsafeMutablePointer<AVStream> {
@@ -172,6 +287,32 @@ public final class MovieWriter: @unchecked Sendable {
         try video.encode(buffer, ticks: ticks) { (packet) throws(CaptureError) in
             try write(packet, timeBase: video.context.pointee.time_base, stream: stream)
         }
+        videoFramesWritten += 1
+    }
+
+    /// Appends one already-compressed frame (a pass-through track) as it is: its bytes become one
+    /// keyframe packet at `ticks` frame durations from the file's start. The packet references the
+    /// buffer (no copy); the buffer goes back to its pool once libavformat has written it. Throws
+    /// `invalidCompressedFrame` (and writes nothing) when the bytes are not one whole JPEG.
+    public func appendCompressedVideo(_ buffer: PixelBuffer, frameIndex ticks: Int64) throws(CaptureError) {
+        guard let passthrough, let packet = passthroughPacket, let stream = videoStream else {
+            throw .invalidState("this movie has no pass-through video track")
+        }
+        guard !finished else { throw .invalidState("the movie is already finished") }
+        guard buffer.format == passthrough.format, buffer.width == passthrough.dimensions.width,
+              buffer.height == passthrough.dimensions.height else {
+            throw .passthroughUnavailable("a \(buffer.format) \(buffer.width)x\(buffer.height) frame cannot be copied into a \(passthrough.format) \(passthrough.dimensions) track (the camera changed format)")
+        }
+        let inspection = buffer.withCompressedData { JPEGFrameCheck.inspect($0) }
+        if let problem = inspection.problem { throw .invalidCompressedFrame(problem) }
+        let p = packet.packet
+        defer { av_packet_unref(p) }
+        try PixelBufferPackets.wrap(buffer, length: inspection.length, into: p)
+        p.pointee.pts = ticks
+        p.pointee.dts = ticks
+        p.pointee.duration = 1
+        p.pointee.flags |= AV_PKT_FLAG_KEY
+        try write(p, timeBase: FFmpeg.rational(passthrough.frameDuration), stream: stream)
         videoFramesWritten += 1
     }
 
@@ -259,7 +400,7 @@ public final class MovieWriter: @unchecked Sendable {
         guard let fc = formatContext else { return }
         // Drain the interleaving queue, then a NULL packet makes the muxer write the fragment it holds (frag_custom).
         try FFmpeg.check(av_interleaved_write_frame(fc, nil), "flushing interleaved packets")
-        let moovPending = fragmentsWritten == 0
+        let moovPending = fragmentsWritten == 0 && fileType != .mkv
         try FFmpeg.check(av_write_frame(fc, nil), "writing a fragment to \(path)")
         // With delay_moov the first flush writes only the moov; flush again for the samples.
         if moovPending { try FFmpeg.check(av_write_frame(fc, nil), "writing the first fragment to \(path)") }
@@ -274,5 +415,27 @@ public final class MovieWriter: @unchecked Sendable {
         avformat_free_context(fc)
         formatContext = nil
         if deleteFile { try? FileManager.default.removeItem(atPath: path) }
+    }
+}
+
+/// Presents a compressed pixel buffer's bytes to libavformat as a packet without copying: the
+/// packet's buffer reference retains the PixelBuffer, which returns to its pool when libav* lets go.
+enum PixelBufferPackets {
+    static func wrap(_ buffer: PixelBuffer, length: Int, into packet: UnsafeMutablePointer<AVPacket>) throws(CaptureError) {
+        // A compressed buffer has no planes: its bytes start at the storage (valid while retained).
+        guard let start = buffer.withCompressedData({ $0.baseAddress }) else {
+            throw .invalidCompressedFrame("the frame holds no bytes")
+        }
+        let base = UnsafeMutablePointer(mutating: start.assumingMemoryBound(to: UInt8.self))
+        let opaque = Unmanaged.passRetained(buffer).toOpaque()
+        guard let reference = av_buffer_create(base, buffer.allocationSize, { opaque, _ in
+            if let opaque { Unmanaged<PixelBuffer>.fromOpaque(opaque).release() }
+        }, opaque, Int32(AV_BUFFER_FLAG_READONLY)) else {
+            Unmanaged<PixelBuffer>.fromOpaque(opaque).release()
+            throw .codecFailure(operation: "av_buffer_create", code: -12, message: "out of memory")
+        }
+        packet.pointee.buf = reference
+        packet.pointee.data = base
+        packet.pointee.size = Int32(length)
     }
 }

@@ -5,10 +5,13 @@ import Foundation
 struct RecordCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "record",
-        abstract: "Record video and/or audio to an MP4 or MOV file.",
+        abstract: "Record video and/or audio to an MP4, MOV or MKV file.",
         discussion: """
-            Encodes H.264 (libx264, yuv420p) and AAC. With --pace virtual the simulator runs as fast as \
-            the encoder allows and the file is identical on every run for the same --seed.
+            Encodes H.264 (libx264, yuv420p) and AAC. A camera that delivers MJPEG (e.g. --format \
+            1920x1080@30:MJPG) is copied into MOV and MKV files without decoding or encoding (the \
+            default there, or --video-codec copy); MP4 gets H.264. Copied video can be rotated only \
+            through the display matrix (--rotation/--mirror, MOV). With --pace virtual the simulator \
+            runs as fast as the encoder allows and the file is identical on every run for the same --seed.
             """)
 
     @Option(help: "Camera unique ID (e.g. sim:back). Omit for audio only.")
@@ -56,11 +59,16 @@ struct RecordCommand: AsyncParsableCommand {
     @Option(help: "Preferred stabilization: off, standard, cinematic, auto (active mode depends on the format).")
     var stabilization: VideoStabilizationMode = .off
 
-    @Option(help: "Container: mp4 or mov (default: from OUTPUT's extension).")
+    @Option(help: "Container: mp4, mov or mkv (default: from OUTPUT's extension).")
     var container: MovieContainer?
 
-    @Option(name: .customLong("video-codec"), help: "Video codec: h264 or mjpeg.")
-    var videoCodec: VideoCodec = .h264
+    /// `--video-codec`: copy the camera's frames or encode with one of the encoders.
+    enum VideoCodecOption: String, CaseIterable, ExpressibleByArgument {
+        case copy, h264, mjpeg, hevc
+    }
+
+    @Option(name: .customLong("video-codec"), help: "Video codec: copy (the camera's MJPEG frames as they are; MOV/MKV only), h264, mjpeg or hevc. (default: copy for an MJPEG camera into .mov/.mkv, otherwise h264)")
+    var videoCodec: VideoCodecOption?
 
     @Option(name: .customLong("control"), help: "KEY=VALUE, repeatable: a camera control applied under the configuration lock before capture (see `capture controls DEVICE`).")
     var controls: [String] = []
@@ -71,7 +79,7 @@ struct RecordCommand: AsyncParsableCommand {
     @Flag(help: "Print the summary as JSON.")
     var json = false
 
-    @Argument(help: "Output file (.mp4 or .mov).")
+    @Argument(help: "Output file (.mp4, .mov or .mkv).")
     var output: String
 
     struct Summary: Codable {
@@ -82,6 +90,8 @@ struct RecordCommand: AsyncParsableCommand {
         var microphoneFormat: String?
         var pace: String
         var seed: UInt64
+        /// The video track as written, e.g. "mjpeg (copied from camera)" or "h264 (encoded)".
+        var video: String?
         var preset: String
         /// Real time without --preset: how the preset was chosen (calibrated frames per second per preset).
         var encodingPolicy: RealtimeEncodingPolicy.Decision?
@@ -139,9 +149,23 @@ struct RecordCommand: AsyncParsableCommand {
         }
         let movie = MovieFileOutput()
         var settings = MovieFileOutput.Settings()
+        switch videoCodec {
+        case nil: settings.videoMode = .automatic
+        case .copy: settings.videoMode = .passthrough
+        case .h264: settings.codec = .h264
+        case .mjpeg: settings.codec = .mjpeg
+        case .hevc: settings.codec = .hevc
+        }
+        // Copying needs no encoder, so no preset calibration either.
+        let copying = cameraDevice.flatMap { camera in
+            camera.activeFormat.pixelFormat.map { format in
+                settings.resolvedVideoMode(sourceFormat: format,
+                                           container: MovieContainer(pathExtension: (output as NSString).pathExtension) ?? .mp4) == .passthrough
+            }
+        } ?? false
         // Real time: choose the preset that keeps up here and now, unless the user chose one.
         var policy: RealtimeEncodingPolicy.Decision?
-        if preset == nil, pace == .realtime, let camera = cameraDevice, let size = camera.activeFormat.dimensions {
+        if preset == nil, pace == .realtime, !copying, let camera = cameraDevice, let size = camera.activeFormat.dimensions {
             do {
                 policy = try RealtimeEncodingPolicy.choose(dimensions: size, frameDuration: camera.activeVideoMinFrameDuration)
             } catch {
@@ -151,8 +175,6 @@ struct RecordCommand: AsyncParsableCommand {
         let chosenPreset = preset ?? policy.flatMap { VideoEncoderSettings.Preset(rawValue: $0.preset) } ?? .veryfast
         settings.preset = chosenPreset
         settings.videoBitrate = bitrate
-        movie.settings = settings
-        settings.codec = videoCodec
         movie.settings = settings
         // --duration ends the recording normally; --max-duration is the output's limit (a stop reason).
         let limit = min(duration, maxDuration ?? .infinity)
@@ -194,7 +216,9 @@ struct RecordCommand: AsyncParsableCommand {
             output: output, camera: cameraDevice?.uniqueID,
             cameraFormat: cameraDevice.map { "\($0.activeFormat.formatDescription) @ \(fpsText($0.activeVideoMinFrameDuration)) fps" },
             microphone: micDevice?.uniqueID, microphoneFormat: micDevice.map { "\($0.activeFormat.formatDescription)" },
-            pace: pace.rawValue, seed: seed, preset: chosenPreset.rawValue, encodingPolicy: policy,
+            pace: pace.rawValue, seed: seed,
+            video: summary.videoCodec.map { $0 + (summary.videoPassthrough ? " (copied from camera)" : " (encoded)") },
+            preset: chosenPreset.rawValue, encodingPolicy: policy,
             peakRSSMegabytes: Self.peakRSSMegabytes(), cpuSeconds: Self.cpuSeconds(), stabilization: activeStabilization?.rawValue,
             recording: summary, encoderQueueHighWater: movie.encoderQueueDepth.highWater, wallSeconds: wall,
             speed: wall > 0 ? summary.duration / wall : 0, file: info)
@@ -228,12 +252,16 @@ struct RecordCommand: AsyncParsableCommand {
               + "\(s.recording.videoFrames) video frames, \(s.recording.audioSamples) audio samples")
         print("  stopped: \(s.recording.stopReason), file usable: \(s.recording.fileIsUsable)"
               + (s.pace == "realtime" ? ", encoder queue high-water mark \(s.encoderQueueHighWater)" : ""))
-        print("  in \(String(format: "%.2f", s.wallSeconds)) s wall time (\(String(format: "%.2f", s.speed))x real time, pace \(s.pace), seed \(s.seed), preset \(s.preset)), peak RSS \(String(format: "%.0f", s.peakRSSMegabytes)) MB")
+        print("  in \(String(format: "%.2f", s.wallSeconds)) s wall time (\(String(format: "%.2f", s.speed))x real time, pace \(s.pace), seed \(s.seed), \(s.recording.videoPassthrough ? "no video encoder" : "preset \(s.preset)")), peak RSS \(String(format: "%.0f", s.peakRSSMegabytes)) MB")
         if let p = s.encodingPolicy {
             let tried = p.candidatesTried.sorted { $0.value < $1.value }.map { "\($0.key) \(String(format: "%.0f", $0.value)) fps" }
             print("  real-time encoding policy: \(p.preset) (needs \(String(format: "%.0f", p.requiredFPS)) fps × 1.5; calibrated \(tried.joined(separator: ", ")))")
         }
         if let c = s.camera { print("  camera      \(c): \(s.cameraFormat ?? "")") }
+        if let v = s.video { print("  video: \(v)") }
+        if s.recording.invalidFramesSkipped > 0 {
+            print("  \(s.recording.invalidFramesSkipped) damaged camera frames left out (first: \(s.recording.invalidFrameProblem ?? "?"))")
+        }
         if let m = s.microphone { print("  microphone  \(m): \(s.microphoneFormat ?? "")") }
         print("  file: \(s.file.formatName), \(s.file.duration.map { String(format: "%.3f s", $0) } ?? "?")")
         for st in s.file.streams {
