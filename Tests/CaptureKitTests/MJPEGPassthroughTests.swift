@@ -120,6 +120,35 @@ import Testing
         #expect(abs(frequency - 1000) < 20)
     }
 
+    @Test func aFixtureWithJitterAndADropIsCopiedOntoTheFrameGrid() async throws {
+        // The shipped fixture: a device's MJPEG bytes, frame 10 lost, PTS jittered by up to ±400 µs.
+        let registry = CaptureKit.makeRegistry()
+        let session = CaptureSession(pace: .virtual)
+        try session.setSessionPreset(.inputPriority)
+        try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "fixture:" + ShippedFixtureTests.path)))
+        let collector = SampleCollector(drives: false)
+        try session.addOutput(collector)
+        let movie = MovieFileOutput()
+        try session.addOutput(movie)
+        try session.startRunning()
+        defer { session.stopRunning() }
+        let dir = try TestSupport.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/fixture.mov"
+        let summary = try await movie.record(to: path)
+        #expect(summary.videoPassthrough && summary.videoFrames == 30)
+        // Each packet sits on its frame's slot (jitter rounds away, the lost frame stays a gap)
+        // and holds the device's bytes.
+        let packets = try Self.packets(path)
+        let delivered = collector.video
+        #expect(packets.map { Int(($0.pts * 30).rounded()) } == Array(0...9) + Array(11...30))
+        #expect(packets.allSatisfy { abs($0.pts * 30 - ($0.pts * 30).rounded()) < 1e-6 })
+        #expect(packets.map(\.adler) == delivered.map { Self.adler32($0.bytes) })
+        let report = try TestSupport.analyze(path)
+        #expect(report.frameIndices.compactMap { $0 } == Array(0...9) + Array(11...30))
+        #expect(report.droppedIndices == [10])
+    }
+
     @Test func mp4AndRawCamerasAreEncodedByDefault() async throws {
         let mp4 = try await Self.record("auto.mp4", microphone: false)
         defer { try? FileManager.default.removeItem(atPath: mp4.dir) }
