@@ -149,6 +149,30 @@ import Testing
         #expect(report.droppedIndices == [10])
     }
 
+    @Test func realTimeCopyGoesThroughTheWriterQueueUntouched() async throws {
+        // Real time: frames reach the file through the output's writer queue (by reference, or as
+        // a copy of just their bytes if the queue backs up); either way the bytes must not change.
+        let registry = CaptureKit.makeRegistry()
+        let session = CaptureSession(pace: .realtime)
+        try session.setSessionPreset(.inputPriority)
+        try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "fixture:" + ShippedFixtureTests.path)))
+        let collector = SampleCollector(drives: false)
+        try session.addOutput(collector)
+        let movie = MovieFileOutput()
+        try session.addOutput(movie)
+        try session.startRunning()
+        defer { session.stopRunning() }
+        let dir = try TestSupport.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/realtime.mkv"
+        let summary = try await movie.record(to: path)
+        #expect(summary.videoPassthrough)
+        let delivered = collector.video
+        let packets = try Self.packets(path)
+        #expect(packets.count == summary.videoFrames && packets.count == delivered.count)
+        #expect(packets.map(\.adler) == delivered.map { Self.adler32($0.bytes) })
+    }
+
     @Test func mp4AndRawCamerasAreEncodedByDefault() async throws {
         let mp4 = try await Self.record("auto.mp4", microphone: false)
         defer { try? FileManager.default.removeItem(atPath: mp4.dir) }
