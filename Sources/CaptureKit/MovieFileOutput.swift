@@ -127,7 +127,9 @@ public final class MovieFileOutput: CaptureOutput {
         let request: Request
         let writer: MovieWriter
         let startTime: MediaTime
-        let frameDuration: MediaTime
+        /// The video track's tick (1/90000 s for common rates): the camera's own timestamps,
+        /// jitter included, go into the file rather than being snapped to the frame grid.
+        let videoTick: MediaTime
         let hasVideo: Bool
         /// Video frames are copied (`appendCompressedVideo`), not encoded.
         let passthrough: Bool
@@ -512,7 +514,8 @@ public final class MovieFileOutput: CaptureOutput {
                 guard pixelFormat.isCompressed else {
                     throw .passthroughUnavailable("\(video.input.device.uniqueID) delivers raw \(pixelFormat) frames, and only compressed (MJPEG) frames can be copied; choose the camera's MJPG format or encode (h264)")
                 }
-                passthroughSettings = VideoPassthroughSettings(format: pixelFormat, dimensions: dimensions, frameDuration: frameDuration)
+                passthroughSettings = VideoPassthroughSettings(format: pixelFormat, dimensions: dimensions, frameDuration: frameDuration,
+                                                               timeBase: TrackTimeBase.fine(for: frameDuration))
                 videoCodec = "mjpeg"
             } else {
                 let codec = settings.codec
@@ -521,6 +524,7 @@ public final class MovieFileOutput: CaptureOutput {
                 videoSettings = VideoEncoderSettings(dimensions: dimensions, inputPixelFormat: pixelFormat, frameDuration: frameDuration,
                                                      preset: settings.preset, bitrate: settings.videoBitrate,
                                                      keyframeInterval: keyframes, codec: codec)
+                videoSettings?.timeBase = TrackTimeBase.fine(for: frameDuration)
                 videoCodec = codec.rawValue
             }
             options.rotation = video.videoRotationAngle
@@ -536,7 +540,8 @@ public final class MovieFileOutput: CaptureOutput {
         }
         let writer = try MovieWriter(path: request.path, container: container, video: videoSettings,
                                      videoPassthrough: passthroughSettings, audio: audioSettings, options: options)
-        return Active(request: request, writer: writer, startTime: sample.presentationTime, frameDuration: frameDuration,
+        return Active(request: request, writer: writer, startTime: sample.presentationTime,
+                      videoTick: TrackTimeBase.fine(for: frameDuration),
                       hasVideo: videoSettings != nil || passthroughSettings != nil, passthrough: passthroughSettings != nil,
                       videoCodec: videoCodec, hasAudio: audioSettings != nil, audioRate: rate,
                       lastVideoEnd: sample.presentationTime)
@@ -559,7 +564,7 @@ public final class MovieFileOutput: CaptureOutput {
                 if limits.duration.isNumeric && fileTime >= limits.duration {
                     return .stop(.recordingLimitReached(.maximumDuration), reason: "maximumDuration")
                 }
-                let ticks = max(Int64((fileTime.seconds / active.frameDuration.seconds).rounded()), active.lastTicks + 1)
+                let ticks = max(TrackTimeBase.ticks(fileTime, in: active.videoTick), active.lastTicks + 1)
                 if active.passthrough {
                     do {
                         try active.writer.appendCompressedVideo(buffer, frameIndex: ticks)

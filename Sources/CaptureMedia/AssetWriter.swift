@@ -457,6 +457,7 @@ final class WriterEngine: @unchecked Sendable {
                 var s = VideoEncoderSettings(dimensions: settings.dimensions, inputPixelFormat: .yuv420,
                                              frameDuration: frameDuration, bitrate: settings.averageBitRate,
                                              keyframeInterval: settings.maxKeyFrameInterval, codec: settings.codec)
+                s.timeBase = TrackTimeBase.fine(for: frameDuration)
                 s.profile = settings.profile
                 s.level = settings.level
                 video = s
@@ -486,9 +487,10 @@ final class WriterEngine: @unchecked Sendable {
             let t = sample.presentationTime
             if t < start { return }  // before the session: not presented
             if let end = sessionEnd, t >= end { return }
-            let ticks = Int64(((t - start).seconds / frameDuration.seconds).rounded())
+            // Fine ticks (1/90000 s for common rates): each frame keeps its own presentation time.
+            let ticks = TrackTimeBase.ticks(t - start, in: TrackTimeBase.fine(for: frameDuration))
             guard ticks > lastTicks else {
-                throw .invalidArgument("the frame at \(t.seconds) s falls on the same frame slot as the previous one; the expected frame rate is too low")
+                throw .invalidArgument("the frame at \(t.seconds) s is not after the previous frame; append video in presentation order")
             }
             lastTicks = ticks
             guard let scaler else { return }

@@ -54,13 +54,43 @@ public struct VideoPassthroughSettings: Sendable, Hashable {
     /// The compressed format the frames arrive in (`.mjpeg`).
     public var format: PixelFormat
     public var dimensions: Dimensions
-    /// Nominal time between frames: the track's time base (frame n at n × frameDuration).
+    /// Nominal time between frames.
     public var frameDuration: MediaTime
+    /// The track's tick; nil: one tick per frame duration (frame n at tick n). See
+    /// `VideoEncoderSettings.timeBase`.
+    public var timeBase: MediaTime?
 
-    public init(format: PixelFormat = .mjpeg, dimensions: Dimensions, frameDuration: MediaTime) {
+    public init(format: PixelFormat = .mjpeg, dimensions: Dimensions, frameDuration: MediaTime, timeBase: MediaTime? = nil) {
         self.format = format
         self.dimensions = dimensions
         self.frameDuration = frameDuration
+        self.timeBase = timeBase
+    }
+
+    /// The tick `appendCompressedVideo` counts in.
+    var tick: MediaTime { timeBase ?? frameDuration }
+}
+
+/// Video track time bases. A track ticking once per frame cannot hold a real device's jittered
+/// timestamps; 1/90000 s (MPEG's clock) can, and still puts every common frame rate on whole ticks.
+public enum TrackTimeBase {
+    /// 1/90000 s when the frame duration is a whole number of such ticks (every common rate),
+    /// otherwise the frame duration itself.
+    public static func fine(for frameDuration: MediaTime) -> MediaTime {
+        guard frameDuration.isNumeric, frameDuration.value > 0 else { return frameDuration }
+        let (product, overflow) = frameDuration.value.multipliedReportingOverflow(by: 90_000)
+        return !overflow && product % Int64(frameDuration.timescale) == 0 ? MediaTime(value: 1, timescale: 90_000) : frameDuration
+    }
+
+    /// `time` in whole ticks of `base` (rounded to nearest).
+    public static func ticks(_ time: MediaTime, in base: MediaTime) -> Int64 {
+        if base.value == 1 { return time.convertScale(base.timescale).value }
+        return Int64((time.seconds / base.seconds).rounded())
+    }
+
+    /// Ticks per frame (at least 1).
+    public static func ticksPerFrame(_ frameDuration: MediaTime, in base: MediaTime) -> Int64 {
+        max(1, ticks(frameDuration, in: base))
     }
 }
 
@@ -107,6 +137,12 @@ public final class MovieWriter: @unchecked Sendable {
     private let passthrough: VideoPassthroughSettings?
     /// The pass-through track's packet (its data referenced from the frame's `PixelBuffer`).
     private let passthroughPacket: PacketOwner?
+    /// The newest video packet, held until the next one arrives so that its duration is the real
+    /// gap to it: a fragmented file starts each fragment where the previous one's durations end,
+    /// so a nominal duration would move a jittered frame onto the grid.
+    private let heldVideo: PacketOwner
+    private var isHoldingVideo = false
+    private var heldVideoTimeBase = AVRational(num: 1, den: 1)
     private let audio: AudioEncoder?
     private var videoStream: UnsafeMutablePointer<AVStream>?
     private var audioStream: UnsafeMutablePointer<AVStream>?
@@ -183,6 +219,7 @@ public final class MovieWriter: @unchecked Sendable {
         video = try videoSettings.map { (s) throws(CaptureError) in try VideoEncoder(settings: s) }
         passthrough = videoPassthrough
         passthroughPacket = videoPassthrough == nil ? nil : try PacketOwner()
+        heldVideo = try PacketOwner()
         audio = try audioSettings.map { (s) throws(CaptureError) in try AudioEncoder(settings: s) }
 
         var context: UnsafeMutablePointer<AVFormatContext>? = nil
@@ -264,7 +301,7 @@ public final class MovieWriter: @unchecked Sendable {
         par.pointee.height = Int32(settings.dimensions.height)
         par.pointee.field_order = AV_FIELD_PROGRESSIVE
         par.pointee.color_range = AVCOL_RANGE_JPEG
-        stream.pointee.time_base = FFmpeg.rational(settings.frameDuration)
+        stream.pointee.time_base = FFmpeg.rational(settings.tick)
         let rate = AVRational(num: settings.frameDuration.timescale, den: Int32(clamping: settings.frameDuration.value))
         stream.pointee.avg_frame_rate = rate
         stream.pointee.r_frame_rate = rate
@@ -280,7 +317,8 @@ public final class MovieWriter: @unchecked Sendable {
         return stream
     }
 
-    /// Appends one frame; `ticks` counts frame durations from the file's start.
+    /// Appends one frame; `ticks` counts the track's ticks (`VideoEncoderSettings.timeBase`, by
+    /// default frame durations) from the file's start.
     public func appendVideo(_ buffer: PixelBuffer, frameIndex ticks: Int64) throws(CaptureError) {
         guard let video, let stream = videoStream else { throw .invalidState("this movie has no video track") }
         guard !finished else { throw .invalidState("the movie is already finished") }
@@ -291,7 +329,7 @@ public final class MovieWriter: @unchecked Sendable {
     }
 
     /// Appends one already-compressed frame (a pass-through track) as it is: its bytes become one
-    /// keyframe packet at `ticks` frame durations from the file's start. The packet references the
+    /// keyframe packet at `ticks` track ticks (`VideoPassthroughSettings.timeBase`) from the file's start. The packet references the
     /// buffer (no copy); the buffer goes back to its pool once libavformat has written it. Throws
     /// `invalidCompressedFrame` (and writes nothing) when the bytes are not one whole JPEG.
     public func appendCompressedVideo(_ buffer: PixelBuffer, frameIndex ticks: Int64) throws(CaptureError) {
@@ -310,9 +348,9 @@ public final class MovieWriter: @unchecked Sendable {
         try PixelBufferPackets.wrap(buffer, length: inspection.length, into: p)
         p.pointee.pts = ticks
         p.pointee.dts = ticks
-        p.pointee.duration = 1
+        p.pointee.duration = TrackTimeBase.ticksPerFrame(passthrough.frameDuration, in: passthrough.tick)
         p.pointee.flags |= AV_PKT_FLAG_KEY
-        try write(p, timeBase: FFmpeg.rational(passthrough.frameDuration), stream: stream)
+        try write(p, timeBase: FFmpeg.rational(passthrough.tick), stream: stream)
         videoFramesWritten += 1
     }
 
@@ -352,6 +390,11 @@ public final class MovieWriter: @unchecked Sendable {
                     try write(packet, timeBase: video.context.pointee.time_base, stream: stream)
                 }
             }
+            // The last frame keeps its nominal duration.
+            if isHoldingVideo, let stream = videoStream {
+                isHoldingVideo = false
+                try writeNow(heldVideo.packet, timeBase: heldVideoTimeBase, stream: stream)
+            }
             if let audio, let stream = audioStream {
                 try audio.finish { (packet) throws(CaptureError) in
                     try write(packet, timeBase: audio.context.pointee.time_base, stream: stream)
@@ -367,11 +410,31 @@ public final class MovieWriter: @unchecked Sendable {
         try FFmpeg.check(trailer, "writing the \(fileType.rawValue) trailer")
     }
 
+    /// Writes audio packets at once; holds each video packet until the next (see `heldVideo`).
+    /// Takes the packet's data (it is left blank).
     private func write(_ packet: UnsafeMutablePointer<AVPacket>, timeBase: AVRational,
                        stream: UnsafeMutablePointer<AVStream>) throws(CaptureError) {
-        guard let fc = formatContext else { return }
-        packet.pointee.stream_index = stream.pointee.index
+        guard formatContext != nil else { return }
+        // Counted on arrival, so size limits see a held frame too.
         packetBytes += Int64(packet.pointee.size)
+        guard stream == videoStream else { return try writeNow(packet, timeBase: timeBase, stream: stream) }
+        if isHoldingVideo {
+            let held = heldVideo.packet
+            let gap = packet.pointee.dts - held.pointee.dts
+            if packet.pointee.dts != FFmpeg.noPTS, held.pointee.dts != FFmpeg.noPTS, gap > 0 { held.pointee.duration = gap }
+            isHoldingVideo = false
+            try writeNow(held, timeBase: heldVideoTimeBase, stream: stream)
+        }
+        av_packet_move_ref(heldVideo.packet, packet)
+        heldVideoTimeBase = timeBase
+        isHoldingVideo = true
+    }
+
+    private func writeNow(_ packet: UnsafeMutablePointer<AVPacket>, timeBase: AVRational,
+                          stream: UnsafeMutablePointer<AVStream>) throws(CaptureError) {
+        guard let fc = formatContext else { return }
+        defer { av_packet_unref(packet) }
+        packet.pointee.stream_index = stream.pointee.index
         if stream == videoStream, lastFragmentStart != nil {
             let seconds = Double(packet.pointee.pts) * Double(timeBase.num) / Double(timeBase.den)
             try cutFragmentIfDue(beforeVideoAt: seconds, isKeyframe: packet.pointee.flags & AV_PKT_FLAG_KEY != 0)

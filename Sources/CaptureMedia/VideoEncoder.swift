@@ -32,6 +32,10 @@ public struct VideoEncoderSettings: Sendable, Hashable {
     public var inputPixelFormat: PixelFormat
     /// Nominal time between frames (sets x264's rate control frame rate).
     public var frameDuration: MediaTime
+    /// The track's tick, in which `appendVideo` takes its times. Nil: one tick per frame duration
+    /// (frame n at tick n). A finer tick (see `TrackTimeBase.fine(for:)`) keeps a device's own,
+    /// jittered timestamps in the file instead of snapping them to the frame grid.
+    public var timeBase: MediaTime?
     public var preset: Preset = .veryfast
     /// Average bitrate in bits per second; nil means constant quality (CRF).
     public var bitrate: Int?
@@ -108,13 +112,14 @@ final class VideoEncoder: @unchecked Sendable {
             c.pointee.color_range = AVCOL_RANGE_MPEG
             c.pointee.strict_std_compliance = FF_COMPLIANCE_UNOFFICIAL
         }
-        c.pointee.time_base = FFmpeg.rational(settings.frameDuration)
+        let tick = settings.timeBase ?? settings.frameDuration
+        c.pointee.time_base = FFmpeg.rational(tick)
         c.pointee.framerate = AVRational(num: settings.frameDuration.timescale, den: Int32(clamping: settings.frameDuration.value))
         c.pointee.gop_size = Int32(settings.keyframeInterval)
         c.pointee.thread_count = Int32(settings.threads)
         c.pointee.flags |= Int32(AV_CODEC_FLAG_BITEXACT)
         if let bitrate = settings.bitrate { c.pointee.bit_rate = Int64(bitrate) }
-        frameTicks = 1
+        frameTicks = TrackTimeBase.ticksPerFrame(settings.frameDuration, in: tick)
     }
 
     /// Opens the codec; `globalHeader` when the container wants SPS/PPS out of band (MP4/MOV).
@@ -146,7 +151,7 @@ final class VideoEncoder: @unchecked Sendable {
         try FFmpeg.rejectLeftovers(options.pointer, settings.codec.encoderName)
     }
 
-    /// Sends one frame (PTS in encoder ticks: frame durations since the file start) and drains packets.
+    /// Sends one frame (PTS in the track's ticks since the file start) and drains packets.
     func encode(_ buffer: PixelBuffer, ticks: Int64, into sink: (UnsafeMutablePointer<AVPacket>) throws(CaptureError) -> Void) throws(CaptureError) {
         let source: PixelBuffer
         if let jpegDecoder {

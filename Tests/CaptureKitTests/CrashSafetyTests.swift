@@ -18,8 +18,11 @@ import Testing
             process.standardOutput = FileHandle.nullDevice
             process.standardError = FileHandle.nullDevice
             try process.run()
-            // Between 0.3 s and 1.5 s of wall time: from the first fragment to late in the recording.
-            let delay = 0.3 + Double(random.next() % 1200) / 1000
+            // The kill moment counts from the first fragment on disk, not from launch: on a loaded
+            // machine the process can take longer than any fixed delay just to start.
+            try await Self.waitForFirstFragment(path, process: process)
+            // Then 0 to 1.2 s of wall time: from the first fragment to late in the recording.
+            let delay = Double(random.next() % 1200) / 1000
             try await Task.sleep(for: .milliseconds(Int(delay * 1000)))
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
@@ -36,6 +39,17 @@ import Testing
             outcomes.append("\(String(format: "%.2f", delay)) s → \(indices.count) frames")
         }
         print("crash runs: \(outcomes.joined(separator: ", "))")
+    }
+
+    /// Polls until the file holds a movie fragment (`moof`), or fails after 120 s.
+    static func waitForFirstFragment(_ path: String, process: Process) async throws {
+        let moof = Data("moof".utf8)
+        for _ in 0..<6000 {
+            if let data = FileManager.default.contents(atPath: path), data.range(of: moof) != nil { return }
+            guard process.isRunning else { break }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        Issue.record("capture record wrote no fragment to \(path) (running: \(process.isRunning))")
     }
 }
 

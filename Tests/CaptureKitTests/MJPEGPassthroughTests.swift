@@ -120,7 +120,7 @@ import Testing
         #expect(abs(frequency - 1000) < 20)
     }
 
-    @Test func aFixtureWithJitterAndADropIsCopiedOntoTheFrameGrid() async throws {
+    @Test func aFixtureWithJitterAndADropIsCopiedWithItsOwnTimestamps() async throws {
         // The shipped fixture: a device's MJPEG bytes, frame 10 lost, PTS jittered by up to ±400 µs.
         let registry = CaptureKit.makeRegistry()
         let session = CaptureSession(pace: .virtual)
@@ -137,12 +137,16 @@ import Testing
         let path = dir + "/fixture.mov"
         let summary = try await movie.record(to: path)
         #expect(summary.videoPassthrough && summary.videoFrames == 30)
-        // Each packet sits on its frame's slot (jitter rounds away, the lost frame stays a gap)
-        // and holds the device's bytes.
+        // Each packet keeps the device's own time (jitter included, to the track's 1/90000 s
+        // tick; the lost frame stays a gap) and holds the device's bytes.
         let packets = try Self.packets(path)
         let delivered = collector.video
         #expect(packets.map { Int(($0.pts * 30).rounded()) } == Array(0...9) + Array(11...30))
-        #expect(packets.allSatisfy { abs($0.pts * 30 - ($0.pts * 30).rounded()) < 1e-6 })
+        let recorded = try #require(try FixtureReader.read(path: ShippedFixtureTests.path).samples.first)
+        let origin = try #require(recorded.first).presentationTime
+        let worst = zip(packets, recorded).map { abs($0.pts - ($1.presentationTime - origin).seconds) }.max() ?? .infinity
+        #expect(packets.count == recorded.count && worst <= 0.5 / 90_000 + 1e-9, "largest PTS difference \(worst * 1e6) µs")
+        #expect(packets.contains { abs($0.pts * 30 - ($0.pts * 30).rounded()) > 1e-4 }, "the jitter is in the file")
         #expect(packets.map(\.adler) == delivered.map { Self.adler32($0.bytes) })
         let report = try TestSupport.analyze(path)
         #expect(report.frameIndices.compactMap { $0 } == Array(0...9) + Array(11...30))
@@ -169,8 +173,10 @@ import Testing
         #expect(summary.videoPassthrough)
         let delivered = collector.video
         let packets = try Self.packets(path)
-        #expect(packets.count == summary.videoFrames && packets.count == delivered.count)
-        #expect(packets.map(\.adler) == delivered.map { Self.adler32($0.bytes) })
+        // The session runs before the recording starts, so on a busy machine the first frames can
+        // reach the watching output only: the file holds the delivered frames from its start on.
+        #expect(packets.count == summary.videoFrames && packets.count <= delivered.count && packets.count >= 20)
+        #expect(packets.map(\.adler) == delivered.suffix(packets.count).map { Self.adler32($0.bytes) })
     }
 
     @Test func mp4AndRawCamerasAreEncodedByDefault() async throws {

@@ -52,6 +52,27 @@ import Testing
         #expect(report.droppedIndices == [10])
         let check = try TestSupport.run("ffmpeg", ["-v", "error", "-i", path, "-f", "null", "-"])
         #expect(check.status == 0 && check.stderr.isEmpty)
+        // Per-frame PTS in the file equal the recorded ones, jitter and gap included, to the
+        // track's 1/90000 s tick (half a tick of rounding).
+        let recorded = try #require(try FixtureReader.read(path: Self.path).samples.first)
+        let origin = try #require(recorded.first).presentationTime
+        let expected = recorded.map { ($0.presentationTime - origin).seconds }
+        let decoded = try Self.decodedVideoPTS(path)
+        #expect(decoded.count == expected.count)
+        let start = try #require(decoded.first)
+        let worst = zip(decoded, expected).map { abs(($0 - start) - $1) }.max() ?? .infinity
+        #expect(worst <= 0.5 / 90_000 + 1e-9, "largest PTS difference \(worst * 1e6) µs; file \(decoded.map { $0 - start }), recorded \(expected)")
+    }
+
+    /// Presentation times of the decoded video frames, in display order (ffprobe).
+    static func decodedVideoPTS(_ path: String) throws -> [Double] {
+        let result = try TestSupport.run("ffprobe", ["-v", "error", "-select_streams", "v:0", "-show_entries", "frame=pts_time",
+                                                     "-of", "csv=p=0", path])
+        #expect(result.status == 0, "\(result.stderr)")
+        // One line per frame; the first may carry extra side-data fields after a comma.
+        return result.stdout.split(separator: "\n").compactMap { line in
+            line.split(separator: ",", omittingEmptySubsequences: false).first.flatMap { Double($0.trimmingCharacters(in: .whitespaces)) }
+        }
     }
 
     @Test func infoDescribesTheFixture() throws {
