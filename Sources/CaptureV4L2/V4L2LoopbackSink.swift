@@ -15,8 +15,10 @@ import Glibc
 /// size: they are converted and scaled to the sink's format with libswscale when they differ,
 /// compressed with libturbojpeg for MJPG, packed at the driver's line pitch and handed over with
 /// one write() per frame (read/write I/O, which v4l2loopback 0.12 handles without the buffer-queue
-/// quirks of its mmap output path; the module stamps each frame with its arrival time). Pacing is
-/// the caller's: write frames when they are due (`VideoLoopbackOutput` does so from a session).
+/// quirks of its mmap output path; the module stamps each frame with its arrival time). The output
+/// queue is also turned on (STREAMON), which is what makes v4l2loopback release the node properly
+/// on close. Pacing is the caller's: write frames when they are due (`VideoLoopbackOutput` does so
+/// from a session).
 ///
 /// Formats: YUYV, YU12 (I420), NV12 and MJPG; raw formats need an even width and height.
 ///
@@ -81,6 +83,7 @@ public final class V4L2LoopbackSink: @unchecked Sendable {
             let (card, driver) = try Self.checkOutput(system, fd: fd, path: path)
             let (pitches, imageSize) = try Self.setFormat(system, fd: fd, path: path, pixelFormat: pixelFormat, dimensions: dimensions)
             try Self.setInterval(system, fd: fd, path: path, frameDuration: frameDuration)
+            Self.declareWriter(system, fd: fd)
             self.cardName = card
             self.driverName = driver
             self.pitches = pitches
@@ -176,6 +179,15 @@ public final class V4L2LoopbackSink: @unchecked Sendable {
         default: throw .videoOutputFailed(path: path, problem: .formatRefused(requested: "a frame duration of \(frameDuration)",
                                                                                granted: "an error (\(errnoText(e)))"))
         }
+    }
+
+    /// STREAMON on the output queue, though frames go through write(): v4l2loopback 0.12 counts an
+    /// opener as its writer only after it, and only a writer's close turns an exclusive_caps node
+    /// back into an output (after a write()-only writer the node would stay capture-only, refusing
+    /// the next writer). Drivers whose read/write I/O wants no STREAMON refuse it; that is fine.
+    private static func declareWriter(_ system: any V4L2System, fd: Int32) {
+        var type = Int32(V4L2_BUF_TYPE_VIDEO_OUTPUT.rawValue)
+        _ = xioctl(system, fd, V4L2Request.streamOn, &type)
     }
 
     /// Frames written so far.

@@ -17,6 +17,7 @@ final class FakeLoopback: V4L2System, @unchecked Sendable {
         var lockedFormat: (pixel: UInt32, width: UInt32, height: UInt32)?
         var interval: (UInt32, UInt32)?
         var frames: [[UInt8]] = []
+        var streaming = false
         var writeError: Int32?
     }
     let state = Mutex(State())
@@ -76,6 +77,10 @@ final class FakeLoopback: V4L2System, @unchecked Sendable {
                 guard p.pointee.type == V4L2_BUF_TYPE_VIDEO_OUTPUT.rawValue else { return EINVAL }
                 s.interval = (p.pointee.parm.output.timeperframe.numerator, p.pointee.parm.output.timeperframe.denominator)
                 return 0
+            case V4L2Request.streamOn:
+                guard arg.load(as: Int32.self) == Int32(V4L2_BUF_TYPE_VIDEO_OUTPUT.rawValue) else { return EINVAL }
+                s.streaming = true
+                return 0
             default:
                 return ENOTTY
             }
@@ -129,6 +134,7 @@ final class FakeLoopback: V4L2System, @unchecked Sendable {
         #expect(bytes[0] == 0 && bytes[63] == 0 && bytes[64] == 1 && bytes[64 * 47] == 47)
         #expect(bytes[64 * 48] == 101 && bytes[64 * 48 + 32 * 24] == 102 && bytes.last == 102)
         #expect(fake.state.withLock { $0.interval! } == (1, 30))
+        #expect(fake.state.withLock { $0.streaming })   // v4l2loopback's writer marker
     }
 
     @Test func convertsFramesOfAnotherFormatAndSize() throws {
