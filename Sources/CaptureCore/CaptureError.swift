@@ -55,6 +55,8 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
     case invalidFixture(path: String, problem: String)
     /// A fixture written in a format version this build does not read.
     case unsupportedFixtureVersion(path: String, version: String, supported: Int)
+    /// A video output node (a v4l2loopback device) cannot take frames; `problem` says why.
+    case videoOutputFailed(path: String, problem: VideoOutputProblem)
 
     /// True when the error still leaves a complete, playable file (a limit was reached).
     public var recordingFinishedSuccessfully: Bool {
@@ -128,6 +130,8 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
             return "fixture \(path) is unusable: \(problem); record it again with `capture fixture record`"
         case .unsupportedFixtureVersion(let path, let version, let supported):
             return "fixture \(path) has format version \(version), but this build reads version \(supported); record it again with this build"
+        case .videoOutputFailed(let path, let problem):
+            return "cannot write video to \(path): \(problem)"
         }
     }
 }

@@ -29,6 +29,13 @@ public protocol V4L2System: Sendable {
     func unmap(_ address: UnsafeMutableRawPointer, length: Int)
     /// Waits until `fd` has a buffer or an error, or `wakeFD` is readable, for at most `timeoutMilliseconds`.
     func poll(_ fd: Int32, wakeFD: Int32, timeoutMilliseconds: Int32) -> V4L2PollResult
+    /// Writes one frame to an output node (read/write I/O); bytes written or −errno.
+    func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Int
+}
+
+extension V4L2System {
+    /// Fakes without output nodes need not implement writing.
+    public func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Int { -Int(ENOSYS) }
 }
 
 /// The real kernel, through plain syscalls (not libv4l2: no hidden format conversion).
@@ -66,6 +73,20 @@ public struct LinuxV4L2System: V4L2System {
     }
 
     public func unmap(_ address: UnsafeMutableRawPointer, length: Int) { _ = munmap(address, length) }
+
+    public func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Int {
+        guard let base = bytes.baseAddress else { return 0 }
+        while true {
+            let n = Glibc.write(fd, base, bytes.count)
+            if n >= 0 { return n }
+            let e = errno
+            if e == EINTR { continue }
+            guard e == EAGAIN else { return -Int(e) }
+            // Non-blocking descriptor and a full queue: wait up to 1 s for room, once per frame.
+            var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+            if Glibc.poll(&p, 1, 1000) <= 0 { return -Int(EAGAIN) }
+        }
+    }
 
     public func poll(_ fd: Int32, wakeFD: Int32, timeoutMilliseconds: Int32) -> V4L2PollResult {
         var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0), pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]

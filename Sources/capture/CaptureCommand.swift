@@ -12,7 +12,7 @@ struct CaptureCommand: AsyncParsableCommand {
             Simulated frames carry a frame-index stamp and A/V sync markers (see README).
             """,
         subcommands: [RecordCommand.self, PhotoCommand.self, DevicesCommand.self, ControlsCommand.self, FormatsCommand.self,
-                      InspectCommand.self, AudioCommand.self, FixtureCommand.self])
+                      InspectCommand.self, AudioCommand.self, FixtureCommand.self, SimulateCommand.self])
 }
 
 /// Writes to standard error (the CLI's messages; results go to standard output).

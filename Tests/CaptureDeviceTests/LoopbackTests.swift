@@ -1,0 +1,259 @@
+import CaptureKit
+import Foundation
+import Synchronization
+import Testing
+
+extension DeviceEnvironment {
+    /// The v4l2loopback node ci/vm/prepare loads (card label CaptureKitLoopback), if any.
+    static var loopbackNode: String? {
+        let base = "/sys/class/video4linux"
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: base))?.sorted() ?? [] {
+            let label = (try? String(contentsOfFile: "\(base)/\(name)/name", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
+            if label == "CaptureKitLoopback" { return "/dev/\(name)" }
+        }
+        return nil
+    }
+
+    static var loopbackAvailable: Bool { inVM || loopbackNode != nil }
+    static let loopbackSkipReason: Comment = "needs the v4l2loopback node CaptureKitLoopback (a kernel module this machine lacks); runs inside ci/vm-run"
+
+    static func requireLoopback() throws -> String {
+        guard let node = loopbackNode else { throw Failure(description: "no v4l2loopback node named CaptureKitLoopback (is the module loaded with card_label=CaptureKitLoopback?)") }
+        return node
+    }
+
+    /// Waits until a writer has made `node` a capture node (exclusive_caps), at most 20 s.
+    static func waitForCapture(_ node: String) throws {
+        for _ in 0..<200 {
+            if (try? V4L2Driver().discoverDevices())?.contains(where: { $0.uniqueID == node }) == true { return }
+            usleep(100_000)
+        }
+        throw Failure(description: "\(node) never offered capture: no frames arrived from the writer")
+    }
+
+    /// The frame-index stamps of raw 8-bit grey frames (ffmpeg's `-pix_fmt gray` output).
+    static func stamps(ofGreyFrames data: Data, width: Int, height: Int) -> [Int?] {
+        let frameBytes = width * height
+        return stride(from: 0, to: data.count - frameBytes + 1, by: frameBytes).map { offset in
+            data.withUnsafeBytes { raw in
+                let plane = LumaPlane(base: UnsafeRawBufferPointer(rebasing: raw[offset..<offset + frameBytes]),
+                                      width: width, height: height, bytesPerRow: width)
+                return FrameStampReader.frameIndex(in: plane).map { Int($0) }
+            }
+        }
+    }
+
+    /// Decodes a recording and runs the marker analysis over every frame.
+    static func analyze(_ path: String) throws -> RecordingReport {
+        var analyzer = RecordingAnalyzer()
+        try MediaFileReader(path: path).decode(video: { frame in
+            analyzer.addVideoFrame(LumaPlane(base: frame.luma, width: frame.width, height: frame.height, bytesPerRow: frame.bytesPerRow[0]),
+                                   presentationTime: frame.presentationTime)
+        }, audio: nil)
+        return analyzer.report()
+    }
+
+    /// True when `indices` are all readable and each is one more than the one before.
+    static func consecutive(_ indices: [Int?]) -> Bool {
+        let read = indices.compactMap { $0 }
+        return read.count == indices.count && zip(read, read.dropFirst()).allSatisfy { $1 == $0 + 1 }
+    }
+}
+
+/// The simulator as a virtual camera through a real kernel path: CaptureKit writes simulated frames
+/// to v4l2loopback and real V4L2 clients — CaptureKit's own backend, ffmpeg — read them back with
+/// their frame-index stamps intact. Serialized: one node, one writer at a time; the round trip
+/// through CaptureKit's own reader goes last (its reader may close the node a moment after the test).
+@Suite(.serialized, .enabled(if: DeviceEnvironment.loopbackAvailable, DeviceEnvironment.loopbackSkipReason), .timeLimit(.minutes(3)))
+struct LoopbackTests {
+    /// Modest frames and rate: under TCG on a busy host the simulator, the reader and x264 share one
+    /// slow vCPU. When the writer falls behind, frames arrive late but must still all arrive.
+    static let size = Dimensions(width: 640, height: 480)
+    static let rate: Int32 = 15
+
+    /// A simulator session writing `sim:back` (I420 at `size`, `rate` fps, real time) to the loopback.
+    final class Writer: Sendable {
+        let session: CaptureSession
+        let output: VideoLoopbackOutput
+        init(node: String, pixelFormat: PixelFormat) throws {
+            let registry = CaptureKit.makeRegistry()
+            let camera = try registry.device(uniqueID: "sim:back")
+            let duration = MediaTime(value: 1, timescale: LoopbackTests.rate)
+            guard let format = camera.format(matching: LoopbackTests.size, frameRate: Int(LoopbackTests.rate), pixelFormat: .yuv420) else {
+                throw DeviceEnvironment.Failure(description: "sim:back has no I420 \(LoopbackTests.size) at \(LoopbackTests.rate) fps")
+            }
+            try camera.lockForConfiguration()
+            try camera.setActiveFormat(format)
+            try camera.setActiveVideoMinFrameDuration(duration)
+            try camera.setActiveVideoMaxFrameDuration(duration)
+            camera.unlockForConfiguration()
+            // A reader of the previous test may close the node a moment late (the format stays until
+            // every opener is gone): retry for a few seconds before calling it refused.
+            var attempt = 0
+            var opened: V4L2LoopbackSink?
+            while opened == nil {
+                do throws(CaptureError) {
+                    opened = try V4L2LoopbackSink(path: node, pixelFormat: pixelFormat, dimensions: LoopbackTests.size, frameDuration: duration)
+                } catch {
+                    attempt += 1
+                    guard attempt < 50, case .videoOutputFailed(_, let problem) = error else { throw error }
+                    switch problem {
+                    case .busy, .formatRefused: usleep(100_000)
+                    default: throw error
+                    }
+                }
+            }
+            let sink = opened!
+            output = VideoLoopbackOutput(sink: sink)
+            session = CaptureSession(pace: .realtime)
+            try session.setSessionPreset(.inputPriority)
+            try session.addInput(CaptureDeviceInput(device: camera))
+            try session.addOutput(output)
+            try session.startRunning()
+        }
+        func stop() {
+            session.stopRunning()
+            output.sink.close()
+        }
+    }
+
+    @Test func ffmpegReadsStampedMJPEGFramesFromTheLoopback() throws {
+        let node = try DeviceEnvironment.requireLoopback()
+        let dir = try DeviceEnvironment.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let writer = try Writer(node: node, pixelFormat: .mjpeg)
+        defer { writer.stop() }
+        try DeviceEnvironment.waitForCapture(node)
+        let out = dir + "/frames.gray"
+        let r = try DeviceEnvironment.run("timeout", ["-k", "5", "40", "ffmpeg", "-hide_banner", "-loglevel", "error", "-f", "v4l2", "-input_format", "mjpeg",
+                                                     "-i", node, "-frames:v", "20", "-fps_mode", "passthrough",
+                                                     "-f", "rawvideo", "-pix_fmt", "gray", out])
+        #expect(r.status == 0, "\(r.stderr)")
+        let stamps = DeviceEnvironment.stamps(ofGreyFrames: try Data(contentsOf: URL(fileURLWithPath: out)), width: Self.size.width, height: Self.size.height)
+        let written = writer.output.statistics
+        print("ffmpeg read \(stamps.count) MJPEG frames from \(node): stamps \(stamps.map { $0.map(String.init) ?? "nil" }.joined(separator: " ")); \(written.framesWritten) written")
+        // ffmpeg reads one frame while probing, then sets up its decoder while the writer goes on;
+        // v4l2loopback 0.12 hands a reader that fell more than two frames behind the newest one. So
+        // the first frame may be followed by a jump; from the second on, none may be missing.
+        #expect(stamps.count == 20)
+        #expect(DeviceEnvironment.consecutive(Array(stamps.dropFirst())) && (stamps[0] ?? .max) < (stamps[1] ?? 0))
+        #expect(written.error == nil)
+    }
+
+    @Test func captureSimulateWritesUntilInterruptedWhileFFmpegReads() throws {
+        let node = try DeviceEnvironment.requireLoopback()
+        let dir = try DeviceEnvironment.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let tool = Process()
+        tool.executableURL = URL(fileURLWithPath: DeviceEnvironment.captureTool)
+        tool.arguments = ["simulate", "--camera", "sim:back", "--to", node, "--format", "\(Self.size)@\(Self.rate):YUYV",
+                          "--control", "exposure.bias=0.5", "--duration", "60"]
+        let stdout = Pipe(), stderr = Pipe()
+        tool.standardOutput = stdout
+        tool.standardError = stderr
+        try tool.run()
+        defer { if tool.isRunning { tool.terminate(); tool.waitUntilExit() } }
+        try DeviceEnvironment.waitForCapture(node)
+        let out = dir + "/frames.gray"
+        let r = try DeviceEnvironment.run("timeout", ["-k", "5", "40", "ffmpeg", "-hide_banner", "-loglevel", "error", "-f", "v4l2", "-input_format", "yuyv422",
+                                                     "-i", node, "-frames:v", "20", "-fps_mode", "passthrough",
+                                                     "-f", "rawvideo", "-pix_fmt", "gray", out])
+        #expect(r.status == 0, "\(r.stderr)")
+        let stamps = DeviceEnvironment.stamps(ofGreyFrames: try Data(contentsOf: URL(fileURLWithPath: out)), width: Self.size.width, height: Self.size.height)
+        tool.interrupt()  // SIGINT: stop, print the summary, exit 0
+        let summary = String(decoding: stdout.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let messages = String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        tool.waitUntilExit()
+        print("capture simulate: \(messages)\(summary)ffmpeg stamps: \(stamps.map { $0.map(String.init) ?? "nil" }.joined(separator: " "))")
+        #expect(tool.terminationStatus == 0)
+        #expect(messages.contains("writing sim:back") && messages.contains("as YUYV 640x480"))
+        #expect(summary.hasPrefix("Wrote ") && summary.contains("dropped by the camera: 0"))
+        #expect(stamps.count == 20)
+        #expect(DeviceEnvironment.consecutive(Array(stamps.dropFirst())) && (stamps[0] ?? .max) < (stamps[1] ?? 0))
+    }
+
+    @Test func aCaptureNodeIsNotAVideoOutput() throws {
+        let vivid = try DeviceEnvironment.requireVivid()
+        #expect {
+            _ = try V4L2LoopbackSink(path: vivid, pixelFormat: .yuyv, dimensions: Self.size, frameDuration: MediaTime(value: 1, timescale: 30))
+        } throws: { error in
+            guard case .videoOutputFailed(vivid, .notAVideoOutput(let what)) = error as? CaptureError else { return false }
+            return what.contains("capture node")
+        }
+        // While one writer streams, a second one is told the node is busy.
+        let node = try DeviceEnvironment.requireLoopback()
+        let writer = try Writer(node: node, pixelFormat: .yuv420)
+        defer { writer.stop() }
+        try DeviceEnvironment.waitForCapture(node)
+        #expect {
+            _ = try V4L2LoopbackSink(path: node, pixelFormat: .yuv420, dimensions: Self.size, frameDuration: MediaTime(value: 1, timescale: 30))
+        } throws: { error in
+            guard case .videoOutputFailed(node, .busy) = error as? CaptureError else { return false }
+            return true
+        }
+    }
+
+    @Test func capturekitRecordsTheSimulatorFromTheLoopbackWithEveryFrameInOrder() async throws {
+        let node = try DeviceEnvironment.requireLoopback()
+        let dir = try DeviceEnvironment.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let writer = try Writer(node: node, pixelFormat: .yuv420)
+        defer { writer.stop() }
+        try DeviceEnvironment.waitForCapture(node)
+
+        // The reader: CaptureKit's V4L2 backend sees the loopback as a camera with the writer's format.
+        let registry = CaptureKit.makeRegistry()
+        let camera = try DeviceEnvironment.device(registry, node)
+        #expect(camera.localizedName == "CaptureKitLoopback")
+        let format = try #require(camera.format(matching: Self.size, frameRate: Int(Self.rate), pixelFormat: .yuv420),
+                                  "the loopback offers \(camera.formats.map { "\($0.formatDescription) \($0.frameRateRanges)" })")
+        try camera.lockForConfiguration()
+        try camera.setActiveFormat(format)
+        try camera.setActiveVideoMinFrameDuration(MediaTime(value: 1, timescale: Self.rate))
+        camera.unlockForConfiguration()
+        let session = CaptureSession(pace: .realtime)
+        try session.setSessionPreset(.inputPriority)
+        try session.addInput(CaptureDeviceInput(device: camera))
+        let movie = MovieFileOutput()
+        var settings = MovieFileOutput.Settings()
+        settings.preset = .ultrafast
+        movie.settings = settings
+        try session.addOutput(movie)
+        DeviceEventCenter.shared.reset(deviceID: node)
+        try session.startRunning()
+        let path = dir + "/loopback.mp4"
+        // Three seconds' worth of frames (45 at 15 fps), counted rather than timed: on a busy host
+        // the emulated vCPU may render slower than real time, and late frames must still all arrive.
+        let target = writer.output.statistics.framesWritten + 3 * Int(Self.rate)
+        let stopper = Task {
+            for _ in 0..<2400 where writer.output.statistics.framesWritten < target {   // at most 120 s
+                try await Task.sleep(nanoseconds: 50_000_000)
+            }
+            movie.stopRecording()
+        }
+        let summary = try await movie.record(to: path)
+        stopper.cancel()
+        session.stopRunning()
+        let readerDrops = DeviceEventCenter.shared.droppedCount(deviceID: node)
+        let written = writer.output.statistics
+        writer.stop()
+
+        let report = try DeviceEnvironment.analyze(path)
+        let indices = report.frameIndices
+        let first = indices.first.flatMap { $0 }, last = indices.last.flatMap { $0 }
+        print("loopback round trip: wrote \(written.framesWritten) frames (\(written.lateWrites) late, \(written.framesDropped) lost by the simulator); "
+              + "recorded \(summary.videoFrames) frames over \(summary.duration) s, stamps \(first.map(String.init) ?? "?")…\(last.map(String.init) ?? "?"), "
+              + "\(report.unreadableFrames) unreadable, \(report.droppedCount) missing, \(report.duplicatedIndices.count) duplicated; the reader reported \(readerDrops) dropped")
+        #expect(written.error == nil && written.framesDropped == 0)
+        // Every frame carries its stamp, and the reader, starting mid-stream, got consecutive
+        // indices: nothing dropped, duplicated or reordered on the way through the kernel.
+        #expect(report.videoFrameCount == summary.videoFrames && report.videoFrameCount >= 2 * Int(Self.rate))
+        #expect(report.unreadableFrames == 0)
+        #expect(DeviceEnvironment.consecutive(indices), "stamps: \(indices.map { $0.map(String.init) ?? "nil" }.joined(separator: " "))")
+        #expect(report.droppedCount == 0 && report.duplicatedIndices.isEmpty && report.reorderedCount == 0)
+        #expect(readerDrops == 0)
+        // The sync flash survives too: frame n is lit when it is a whole second's first frame (n = rate × t).
+        let seconds = (try #require(first)...(try #require(last))).filter { $0 > 0 && $0.isMultiple(of: Int(Self.rate)) }.count
+        #expect(report.flashTimes.count == seconds, "flashes at \(report.flashTimes)")
+    }
+}
