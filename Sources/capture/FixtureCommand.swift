@@ -187,6 +187,8 @@ struct FixtureInfoCommand: AsyncParsableCommand {
             var controls: Int
             var buffers: Int
             var drops: Int
+            /// Video: frames missing from the sequence numbers (V4L2 reports its drops this way).
+            var sequenceGaps: Int
             var firstPTS: Double?
             var lastPTS: Double?
             var bytes: Int
@@ -213,6 +215,8 @@ struct FixtureInfoCommand: AsyncParsableCommand {
                 activeFormat: "\(device.activeFormat.formatDescription)", frameDuration: "\(device.frameDuration)",
                 formats: device.description.formats.count, controls: device.controls.count, buffers: samples.count,
                 drops: samples.reduce(0) { $0 + ($1.discontinuity?.count ?? 0) },
+                sequenceGaps: device.description.mediaType == .video
+                    ? zip(samples.dropFirst(), samples).reduce(0) { $0 + Int(max(0, $1.0.sequenceNumber - $1.1.sequenceNumber - 1)) } : 0,
                 firstPTS: samples.first?.presentationTime.seconds, lastPTS: samples.last?.presentationTime.seconds,
                 bytes: samples.reduce(0) { $0 + $1.data.count })
         }
@@ -225,7 +229,8 @@ struct FixtureInfoCommand: AsyncParsableCommand {
         print("\(info.path): CaptureKit fixture version \(info.version), \(String(format: "%.3f", info.span)) s, \(info.controlChanges) control changes")
         for d in devices {
             print("  \(d.uniqueID) (\(d.mediaType), \(d.name)): \(d.activeFormat) every \(d.frameDuration); "
-                  + "\(d.buffers) buffers, \(d.bytes) bytes, \(d.drops) dropped; \(d.formats) formats, \(d.controls) controls")
+                  + "\(d.buffers) buffers, \(d.bytes) bytes, \(d.drops) dropped"
+                  + (d.mediaType == "video" ? ", \(d.sequenceGaps) missing from the sequence" : "") + "; \(d.formats) formats, \(d.controls) controls")
         }
     }
 }
