@@ -37,17 +37,17 @@ import Testing
     }
 
     /// Replays the fixture (camera and microphone) into a movie made as `capture fixture record --movie` makes it.
-    static func replayIntoMovie(duration: Int, to path: String) async throws -> RecordingSummary {
+    static func replayIntoMovie(fixture: String = path, duration: Double, to path: String) async throws -> RecordingSummary {
         let registry = CaptureKit.makeRegistry()
         let session = CaptureSession(pace: .virtual)
         try session.setSessionPreset(.inputPriority)
-        try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "fixture:\(Self.path)#camera")))
-        try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "fixture:\(Self.path)#microphone")))
+        try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "fixture:\(fixture)#camera")))
+        try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "fixture:\(fixture)#microphone")))
         let movie = MovieFileOutput()
         var settings = MovieFileOutput.Settings()
         settings.preset = .ultrafast  // FixtureRecordCommand.movieSettings
         movie.settings = settings
-        movie.maxRecordedDuration = MediaTime(value: Int64(duration), timescale: 1)
+        movie.maxRecordedDuration = MediaTime(seconds: duration, preferredTimescale: 1_000_000)
         try session.addOutput(movie)
         try session.startRunning()
         defer { session.stopRunning() }
@@ -76,7 +76,7 @@ import Testing
         let contents = try FixtureReader.read(path: Self.path)
         let dir = try TestSupport.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let summary = try await Self.replayIntoMovie(duration: golden.duration, to: dir + "/replay.mp4")
+        let summary = try await Self.replayIntoMovie(duration: Double(golden.duration), to: dir + "/replay.mp4")
         let video = try Self.framemd5(dir + "/replay.mp4", "v")
         #expect(!golden.video.isEmpty && summary.videoFrames == golden.video.count)
         #expect(video == golden.video)
@@ -117,7 +117,7 @@ import Testing
         let contents = try FixtureReader.read(path: Self.path)
         let dir = try TestSupport.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        _ = try await Self.replayIntoMovie(duration: golden.duration, to: dir + "/replay.mp4")
+        _ = try await Self.replayIntoMovie(duration: Double(golden.duration), to: dir + "/replay.mp4")
         #expect(try Self.framemd5(dir + "/replay.mp4", "a") == golden.audio)
         var samples: [Float] = []
         var start: Double?
@@ -147,6 +147,26 @@ import Testing
         #expect(zip(inFixture.dropFirst(), inFixture).allSatisfy { abs($0 - $1 - 1) < 0.002 }, "\(inFixture)")
         #expect(inMovie.count == inFixture.count, "movie \(inMovie), fixture \(inFixture)")
         for (a, b) in zip(inMovie, inFixture) { #expect(abs(a - b) < 0.002, "movie \(a) s, fixture \(b) s") }
+    }
+
+    /// What the VM script relies on, checked on the host with the simulator: `--movie` records the
+    /// movie a replay of the fixture reproduces frame for frame and sample for sample.
+    @Test func fixtureRecordMovieIsWhatAReplayMakes() async throws {
+        let dir = try TestSupport.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let result = try TestSupport.run(CommandLineTests.binary, [
+            "fixture", "record", "--camera", "sim:webcam", "--microphone", "sim:mic", "--format", "640x480@30:YUYV",
+            "--duration", "0.5", "--pace", "virtual", "--movie", dir + "/original.mp4", "--json", dir + "/take.nut"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let summary = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+        #expect((summary["movie"] as? [String: Any])?["videoFrames"] as? Int == 15)
+        #expect(((summary["fixture"] as? [String: Any])?["buffers"] as? [Int])?.first == 30)  // 0.5 s more
+        _ = try await Self.replayIntoMovie(fixture: dir + "/take.nut", duration: 0.5, to: dir + "/replay.mp4")
+        for stream in ["v", "a"] {
+            let original = try Self.framemd5(dir + "/original.mp4", stream)
+            let replayed = try Self.framemd5(dir + "/replay.mp4", stream)
+            #expect(!original.isEmpty && original == replayed)
+        }
     }
 
     @Test func infoDescribesTheVividFixture() throws {
