@@ -7,13 +7,16 @@ import Testing
 /// (1 kHz, −12 dBFS peak, a 50 ms 3 kHz burst every whole second of the player's file). In the
 /// same session the VM recorded a movie; the golden file holds ffmpeg's framemd5 of it. Replayed
 /// on this host (no VM) into a movie with the same settings, the decoded frames must be the same.
-@Suite struct VividFixtureTests {
+/// Serialized, and the fixture read once: these tests decode FFV1 and encode H.264 in a debug
+/// build, and the suite shares two cores with wall-clock-sensitive tests (CrashSafetyTests).
+@Suite(.serialized) struct VividFixtureTests {
     static let name = "vivid-yuyv-320x180-30"
     static var folder: URL {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Fixtures")
     }
     static var path: String { folder.appendingPathComponent(name + ".nut").path }
+    static let read = Result { () throws(CaptureError) -> FixtureContents in try FixtureReader.read(path: path) }
 
     struct Golden {
         var duration: Int
@@ -57,7 +60,7 @@ import Testing
     @Test func theFixtureIsSmallAndHoldsRealDevices() throws {
         let size = try #require(try FileManager.default.attributesOfItem(atPath: Self.path)[.size] as? Int)
         #expect(size < 2_000_000)
-        let contents = try FixtureReader.read(path: Self.path)
+        let contents = try Self.read.get()
         #expect(contents.version == 2)
         #expect(contents.devices.map(\.description.mediaType) == [.video, .audio])
         #expect(contents.devices[0].activeFormat.formatDescription == .video(pixelFormat: .yuyv, dimensions: Dimensions(width: 320, height: 180)))
@@ -73,7 +76,7 @@ import Testing
     /// (a) The decoded frames equal the VM's original recording; their timestamps are the recorded ones.
     @Test func replayOnTheHostGivesTheFramesRecordedInTheVM() async throws {
         let golden = try Self.golden()
-        let contents = try FixtureReader.read(path: Self.path)
+        let contents = try Self.read.get()
         let dir = try TestSupport.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let summary = try await Self.replayIntoMovie(duration: Double(golden.duration), to: dir + "/replay.mp4")
@@ -90,7 +93,7 @@ import Testing
 
     /// (b) Replay delivers the recorded relative PTS, sequence numbers and drops exactly.
     @Test func replayDeliversTheRecordedTimesAndSequence() async throws {
-        let contents = try FixtureReader.read(path: Self.path)
+        let contents = try Self.read.get()
         let replay = try await FixtureTestSupport.replay(["fixture:\(Self.path)#camera", "fixture:\(Self.path)#microphone"])
         for (device, media) in [(0, MediaType.video), (1, .audio)] {
             let recorded = contents.samples[device]
@@ -114,7 +117,7 @@ import Testing
     /// (c) The movie's audio is the loopback's tone, and its 3 kHz bursts sit where the fixture has them.
     @Test func replayedAudioIsTheToneAtTheRecordedTimes() async throws {
         let golden = try Self.golden()
-        let contents = try FixtureReader.read(path: Self.path)
+        let contents = try Self.read.get()
         let dir = try TestSupport.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         _ = try await Self.replayIntoMovie(duration: Double(golden.duration), to: dir + "/replay.mp4")
@@ -175,7 +178,7 @@ import Testing
         let info = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
         #expect(info["version"] as? Int == 2)
         let devices = try #require(info["devices"] as? [[String: Any]])
-        let contents = try FixtureReader.read(path: Self.path)
+        let contents = try Self.read.get()
         #expect(devices.count == 2)
         #expect(devices.map { $0["buffers"] as? Int } == contents.samples.map(\.count))
         #expect(devices[0]["activeFormat"] as? String == "video YUYV 320x180")
