@@ -18,8 +18,15 @@ import Testing
             process.standardOutput = FileHandle.nullDevice
             process.standardError = FileHandle.nullDevice
             try process.run()
-            // Between 0.3 s and 1.5 s of wall time: from the first fragment to late in the recording.
-            let delay = 0.3 + Double(random.next() % 1200) / 1000
+            // The clock starts when the first fragment is on disk (a 'moof' box): on a loaded machine
+            // the process may need more than the shortest delay just to start, and a file killed before
+            // it recorded anything has nothing to keep.
+            for _ in 0..<6_000 where process.isRunning {
+                if let data = FileManager.default.contents(atPath: path), data.range(of: Data("moof".utf8)) != nil { break }
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            // Then 0–1.2 s of wall time: from the first fragment to late in the recording.
+            let delay = Double(random.next() % 1200) / 1000
             try await Task.sleep(for: .milliseconds(Int(delay * 1000)))
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
