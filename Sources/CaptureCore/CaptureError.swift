@@ -129,7 +129,7 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
         case .invalidFixture(let path, let problem):
             return "fixture \(path) is unusable: \(problem); record it again with `capture fixture record`"
         case .unsupportedFixtureVersion(let path, let version, let supported):
-            return "fixture \(path) has format version \(version), but this build reads version \(supported); record it again with this build"
+            return "fixture \(path) has format version \(version), but this build reads versions up to \(supported); record it again with this build"
         case .videoOutputFailed(let path, let problem):
             return "cannot write video to \(path): \(problem)"
         }

@@ -33,6 +33,10 @@ public final class FixtureRecordingOutput: CaptureOutput {
 
     public let attachment = OutputAttachment()
     private let state = Mutex(State())
+    /// Real-time pace: where buffers copied on the device's thread are written, in order.
+    private let writerQueue = DispatchQueue(label: "CaptureKit.FixtureRecordingOutput.writer")
+    /// The first failure of a queued write; the recording ends with it.
+    private let writeFailure = Mutex<CaptureError?>(nil)
 
     public init() {}
 
@@ -85,9 +89,11 @@ public final class FixtureRecordingOutput: CaptureOutput {
     }
 
     /// Records until `stopRecording`, the duration limit, or the session stops (a replayed fixture
-    /// that ends stops its session), and returns the summary.
-    public func record(to path: String) async throws(CaptureError) -> Summary {
+    /// that ends stops its session), and returns the summary. `started` runs right after the
+    /// recording is armed (e.g. to start another output on the same next buffer).
+    public func record(to path: String, started: () -> Void = {}) async throws(CaptureError) -> Summary {
         try startRecording(to: path)
+        started()
         let result: Result<Summary, CaptureError> = await withCheckedContinuation { continuation in
             let finished = state.withLock { s -> Bool in
                 guard s.active != nil else { return true }
@@ -100,6 +106,11 @@ public final class FixtureRecordingOutput: CaptureOutput {
     }
 
     public func receive(_ sample: SampleBuffer, from connection: CaptureConnection) {
+        let realtime = attachment.pace == .realtime
+        // Real time: copy the bytes out here (the device's buffer goes back at once) and leave the
+        // CRC, FFV1 coding and muxing to the writer queue, so a slow machine queues buffers in
+        // memory instead of making the device drop frames. Virtual time writes here (deterministic).
+        let copied = realtime ? FixtureWriter.Buffer(sample) : nil
         let outcome = state.withLock { s -> Result<Bool, CaptureError> in
             guard var active = s.active else { return .success(false) }
             defer { s.active = active }
@@ -107,18 +118,33 @@ public final class FixtureRecordingOutput: CaptureOutput {
             let start = active.start ?? sample.presentationTime
             active.start = start
             if s.maxRecordedDuration.isNumeric, sample.presentationTime - start >= s.maxRecordedDuration { return .success(true) }
-            do throws(CaptureError) {
-                try active.writer.append(sample, device: device)
-                active.counts[device] += 1
-                if sample.mediaType == .video {
-                    let now = Self.controlValues(of: active.devices[device])
-                    for (id, value) in now.sorted(by: { $0.key.description < $1.key.description }) where active.values[device][id] != value {
-                        try active.writer.appendControlChange(FixtureControlChange(device: device, presentationTime: sample.presentationTime,
-                                                                                   control: id, value: value))
-                        active.changes += 1
-                    }
-                    active.values[device] = now
+            var changes: [FixtureControlChange] = []
+            if sample.mediaType == .video {
+                let now = Self.controlValues(of: active.devices[device])
+                for (id, value) in now.sorted(by: { $0.key.description < $1.key.description }) where active.values[device][id] != value {
+                    changes.append(FixtureControlChange(device: device, presentationTime: sample.presentationTime, control: id, value: value))
                 }
+                active.values[device] = now
+            }
+            active.counts[device] += 1
+            active.changes += changes.count
+            let writer = active.writer
+            if let copied {
+                writerQueue.async { [self, changes] in
+                    do throws(CaptureError) {
+                        guard writeFailure.withLock({ $0 == nil }) else { return }
+                        try writer.append(copied, device: device)
+                        for change in changes { try writer.appendControlChange(change) }
+                    } catch {
+                        writeFailure.withLock { $0 = error }
+                        DispatchQueue.global().async { _ = try? self.end(reason: "error") }
+                    }
+                }
+                return .success(false)
+            }
+            do throws(CaptureError) {
+                try writer.append(sample, device: device)
+                for change in changes { try writer.appendControlChange(change) }
                 return .success(false)
             } catch {
                 return .failure(error)
@@ -140,7 +166,11 @@ public final class FixtureRecordingOutput: CaptureOutput {
             defer { s.active = nil }
             return s.active
         }) else { return nil }
-        var failure = error
+        writerQueue.sync {}  // every queued buffer is written before the end record
+        var failure = error ?? writeFailure.withLock { f in
+            defer { f = nil }
+            return f
+        }
         do throws(CaptureError) { try active.writer.finish() } catch { failure = failure ?? error }
         let size = (try? FileManager.default.attributesOfItem(atPath: active.path)[.size] as? Int64) ?? 0
         let summary = Summary(path: active.path, buffers: active.counts, controlChanges: active.changes, fileSize: size,

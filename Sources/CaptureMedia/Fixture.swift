@@ -3,26 +3,33 @@ import Foundation
 
 /// A recorded fixture: what one or more devices delivered, in one self-describing file.
 ///
-/// Layout (format version 1): a NUT container written by libavformat.
-/// - Global metadata `capturekit.fixture.version` = `1`.
+/// Layout (format version 2; version 1 files are still read): a NUT container written by libavformat.
+/// - Global metadata `capturekit.fixture.version` = `2`.
 /// - The first packet of the record stream (below) is the profile, `{"profile": {"devices": [device…]}}`
 ///   (NUT's demuxer keeps metadata values only up to 1 KiB); a device is its description (unique ID, names, media type, position,
 ///   device type, default format, every format with frame-rate ranges and camera properties), the
 ///   active format index, the frame duration, its controls (kind, range, default, flags) and their
 ///   values when the recording started.
-/// - Stream `i` (one per device, in profile order) holds every buffer exactly as delivered:
-///   MJPEG bytes untouched (codec `mjpeg`), raw video as tightly packed planes (codec `rawvideo`
-///   with the matching pix_fmt), audio as interleaved PCM (`pcm_s16le` / `pcm_f32le`).
+/// - Stream `i` (one per device, in profile order) holds every buffer as delivered: MJPEG bytes
+///   untouched (codec `mjpeg`); raw video losslessly — version 2 codes YUYV, NV12, I420 and RGB24
+///   frames of even size with FFV1 (level 3, slice CRCs, every frame a keyframe) on a planar layout
+///   that is a byte shuffle of the delivered one (`FixtureLosslessLayout`), anything else (and all
+///   of version 1) as tightly packed planes (codec `rawvideo` with the matching pix_fmt); audio as
+///   interleaved PCM (`pcm_s16le` / `pcm_f32le`).
 /// - The last stream is a UTF-8 text stream of JSON records, one per packet:
 ///   `{"s":i,"n":seq,"t":[value,timescale],"d":[value,timescale],"b":bytes,"c":crc32,"drop":[count,"reason"]}`
 ///   describes the next buffer of stream `i` (its original PTS and duration exactly, its sequence
-///   number, the samples lost just before it); `{"control":"exposure.iso","device":i,"t":[…],"value":{"real":…}}`
+///   number, the samples lost just before it; `b` and `c` are the size and CRC-32 of the bytes as
+///   delivered, so for FFV1 of the packed frame after decoding);
+///   `{"control":"exposure.iso","device":i,"t":[…],"value":{"real":…}}`
 ///   is a control change at a PTS; `{"end":[count per stream]}` closes a complete file.
 /// - Packet timestamps are nanoseconds from the earliest buffer (time base 1/1e9, kept strictly
 ///   increasing per stream); the records carry the exact original times.
 public enum FixtureFormat {
     /// The format version this build writes and reads.
-    public static let version = 1
+    public static let version = 2
+    /// Versions this build reads: 1 (raw video as rawvideo) and 2 (raw video as FFV1).
+    public static let readableVersions = 1...2
     static let versionKey = "capturekit.fixture.version"
     static let nanoseconds: Int32 = 1_000_000_000
 }

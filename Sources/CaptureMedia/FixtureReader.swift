@@ -50,7 +50,7 @@ public enum FixtureReader {
             throw invalid("no \(FixtureFormat.versionKey) metadata: not a CaptureKit fixture")
         }
         let versionText = String(cString: versionEntry.pointee.value)
-        guard Int(versionText) == FixtureFormat.version else {
+        guard let version = Int(versionText), FixtureFormat.readableVersions.contains(version) else {
             throw .unsupportedFixtureVersion(path: path, version: versionText, supported: FixtureFormat.version)
         }
         // Every packet: the media ones per stream, the records in order; the first record is the profile.
@@ -95,11 +95,27 @@ public enum FixtureReader {
             throw invalid("stream \(devices.count) is not the record stream")
         }
 
-        return try assemble(path: path, devices: devices, payloads: payloads, records: Array(records.dropFirst()))
+        // Raw video coded with FFV1 (version 2) is decoded back to the delivered bytes.
+        var decoders: [FixtureFFV1Decoder?] = []
+        for (i, device) in devices.enumerated() {
+            let parameters = fc.pointee.streams[i]!.pointee.codecpar!
+            guard parameters.pointee.codec_id == AV_CODEC_ID_FFV1 else { decoders.append(nil); continue }
+            guard version >= 2, case .video(let pixelFormat, let size) = device.activeFormat.formatDescription else {
+                throw invalid("stream \(i) is FFV1, which a version \(version) fixture of \(device.activeFormat.formatDescription) never holds")
+            }
+            do throws(FixtureFFV1Decoder.Problem) {
+                decoders.append(try FixtureFFV1Decoder(parameters: parameters, pixelFormat: pixelFormat, size: size))
+            } catch {
+                throw invalid("stream \(i): \(error.message)")
+            }
+        }
+
+        return try assemble(path: path, version: version, devices: devices, payloads: payloads, decoders: decoders,
+                            records: Array(records.dropFirst()))
     }
 
-    private static func assemble(path: String, devices: [FixtureDevice], payloads: [[[UInt8]]],
-                                 records: [[String: Any]]) throws(CaptureError) -> FixtureContents {
+    private static func assemble(path: String, version: Int, devices: [FixtureDevice], payloads: [[[UInt8]]],
+                                 decoders: [FixtureFFV1Decoder?], records: [[String: Any]]) throws(CaptureError) -> FixtureContents {
         func invalid(_ problem: String) -> CaptureError { .invalidFixture(path: path, problem: problem) }
         var samples: [[FixtureSample]] = Array(repeating: [], count: devices.count)
         var changes: [FixtureControlChange] = []
@@ -130,7 +146,14 @@ public enum FixtureReader {
                     guard index < payloads[device].count else {
                         throw FixtureJSON.Problem(field: "s", problem: "buffer \(index) of stream \(device) is missing (truncated)")
                     }
-                    let data = payloads[device][index]
+                    var data = payloads[device][index]
+                    if let decoder = decoders[device] {
+                        do throws(FixtureFFV1Decoder.Problem) {
+                            data = try decoder.decode(data)
+                        } catch {
+                            throw FixtureJSON.Problem(field: "s", problem: "buffer \(index) of stream \(device): \(error.message)")
+                        }
+                    }
                     let size = try FixtureJSON.int(record["b"], "b"), crc = try FixtureJSON.int(record["c"], "c")
                     guard size == Int64(data.count) else {
                         throw FixtureJSON.Problem(field: "b", problem: "buffer \(index) of stream \(device) has \(data.count) bytes, its record says \(size)")
@@ -163,7 +186,7 @@ public enum FixtureReader {
         for d in devices.indices where payloads[d].count != samples[d].count {
             throw invalid("stream \(d) has \(payloads[d].count) buffers but \(samples[d].count) records")
         }
-        return FixtureContents(version: FixtureFormat.version, devices: devices, samples: samples, controlChanges: changes)
+        return FixtureContents(version: version, devices: devices, samples: samples, controlChanges: changes)
     }
 
     /// Raw frames must be exactly one packed frame; audio whole frames; MJPEG non-empty.

@@ -31,6 +31,8 @@ public final class FixtureWriter: @unchecked Sendable {
     private var origin: MediaTime?
     private var finished = false
     private let eventStream: Int32
+    /// Per device: the FFV1 encoder of a raw video stream (nil: bytes stored as delivered).
+    private var encoders: [FixtureFFV1Encoder?] = []
     /// Buffers written so far, over all devices.
     public var sampleCount: Int { counts.reduce(0, +) }
 
@@ -63,6 +65,10 @@ public final class FixtureWriter: @unchecked Sendable {
                 par.pointee.height = Int32(size.height)
                 if pixelFormat == .mjpeg {
                     par.pointee.codec_id = AV_CODEC_ID_MJPEG
+                } else if formatVersion >= 2, let encoder = try FixtureFFV1Encoder(pixelFormat: pixelFormat, size: size) {
+                    try encoder.describe(par)
+                    encoders.append(encoder)
+                    continue
                 } else if let av = FFmpeg.pixelFormat(pixelFormat) {
                     par.pointee.codec_id = AV_CODEC_ID_RAWVIDEO
                     par.pointee.format = av.rawValue
@@ -75,6 +81,7 @@ public final class FixtureWriter: @unchecked Sendable {
                 par.pointee.sample_rate = Int32(format.sampleRate)
                 av_channel_layout_default(&par.pointee.ch_layout, Int32(format.channelCount))
             }
+            encoders.append(nil)
         }
         guard let events = avformat_new_stream(fc, nil) else { throw .codecFailure(operation: "avformat_new_stream", code: -12, message: "out of memory") }
         events.pointee.time_base = AVRational(num: 1, den: FixtureFormat.nanoseconds)
@@ -134,8 +141,34 @@ public final class FixtureWriter: @unchecked Sendable {
         }
     }
 
+    /// A buffer's facts and bytes, copied out of its `SampleBuffer` so the device's buffer can go
+    /// back at once while the (slower) CRC, FFV1 coding and muxing happen later.
+    public struct Buffer: Sendable {
+        public var formatDescription: FormatDescription
+        public var presentationTime: MediaTime
+        public var duration: MediaTime
+        public var sequenceNumber: Int64
+        public var discontinuity: Discontinuity?
+        /// Compressed data, tightly packed planes, or interleaved PCM, as delivered.
+        public var bytes: [UInt8]
+
+        public init(_ sample: SampleBuffer) {
+            formatDescription = sample.formatDescription
+            presentationTime = sample.presentationTime
+            duration = sample.duration
+            sequenceNumber = sample.sequenceNumber
+            discontinuity = sample.discontinuity
+            bytes = FixtureWriter.bytes(of: sample)
+        }
+    }
+
     /// Appends a buffer of device `device` exactly as delivered.
     public func append(_ sample: SampleBuffer, device: Int) throws(CaptureError) {
+        try append(Buffer(sample), device: device)
+    }
+
+    /// Appends a buffer copied out earlier (`Buffer(sample)`).
+    public func append(_ sample: Buffer, device: Int) throws(CaptureError) {
         guard !finished else { throw .invalidState("the fixture \(path) is already finished") }
         guard devices.indices.contains(device) else { throw .invalidArgument("no device \(device) in this fixture") }
         guard sample.presentationTime.isNumeric else { throw .invalidArgument("a sample without a numeric PTS") }
@@ -143,7 +176,7 @@ public final class FixtureWriter: @unchecked Sendable {
             throw .formatNotSupported("\(sample.formatDescription) in a fixture stream of \(devices[device].activeFormat.formatDescription)")
         }
         if origin == nil { origin = sample.presentationTime }
-        let bytes = Self.bytes(of: sample)
+        let bytes = sample.bytes
         let crc = CRC32.checksum(bytes)
         let time = nanoseconds(sample.presentationTime)
         let duration = sample.duration.isNumeric
@@ -152,7 +185,11 @@ public final class FixtureWriter: @unchecked Sendable {
                                      "d": FixtureJSON.time(sample.duration), "b": bytes.count, "c": Int64(crc)]
         if let drop = sample.discontinuity { record["drop"] = [drop.count, drop.reason.rawValue] as [Any] }
         try writeRecord(record, time: time)
-        try bytes.withRawBytes { raw throws(CaptureError) in
+        var stored = bytes
+        if let encoder = encoders[device] {
+            try bytes.withRawBytes { raw throws(CaptureError) in stored = try encoder.encode(raw) }
+        }
+        try stored.withRawBytes { raw throws(CaptureError) in
             try write(stream: Int32(device), bytes: raw, time: time, duration: duration)
         }
         counts[device] += 1

@@ -1,6 +1,7 @@
 import ArgumentParser
 import CaptureKit
 import Foundation
+import Synchronization
 
 struct FixtureCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -41,11 +42,28 @@ struct FixtureRecordCommand: AsyncParsableCommand {
     @Option(name: .customLong("sim-jitter-us"), help: "Simulator fault: each frame's timestamp moves by up to ± this many µs (seeded).")
     var simJitter: Int64 = 0
 
+    @Option(help: ArgumentHelp("Also record this movie (.mp4/.mov) from the same session: the original recording a replay of the fixture must reproduce.",
+                               discussion: "H.264 (preset \(Self.movieSettings.preset)) + AAC, beginning with the fixture's first video frame and lasting --duration; the fixture then records 0.5 s more, so it holds all of the movie."))
+    var movie: String?
+
     @Flag(help: "Print the summary as JSON.")
     var json = false
 
     @Argument(help: "Output fixture file (.nut).")
     var output: String
+
+    /// The movie settings of `--movie`: a replay into a `MovieFileOutput` with these settings and
+    /// `maxRecordedDuration` = --duration gives the same file.
+    static var movieSettings: MovieFileOutput.Settings {
+        var settings = MovieFileOutput.Settings()
+        settings.preset = .ultrafast
+        return settings
+    }
+
+    struct Output: Codable {
+        var fixture: FixtureRecordingOutput.Summary
+        var movie: RecordingSummary?
+    }
 
     func validate() throws {
         guard camera != nil || microphone != nil else { throw ValidationError("give --camera, --microphone or both") }
@@ -61,7 +79,8 @@ struct FixtureRecordCommand: AsyncParsableCommand {
         let session = CaptureSession(pace: pace)
         let fixture = FixtureRecordingOutput()
         let summary: FixtureRecordingOutput.Summary
-        do {
+        var movieSummary: RecordingSummary?
+        do throws(CaptureError) {
             try session.setSessionPreset(.inputPriority)
             if let camera {
                 let device = try registry.device(uniqueID: camera)
@@ -71,19 +90,79 @@ struct FixtureRecordCommand: AsyncParsableCommand {
             if let microphone {
                 try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: microphone)))
             }
-            fixture.maxRecordedDuration = MediaTime(seconds: duration, preferredTimescale: 1_000_000)
+            let limit = MediaTime(seconds: duration, preferredTimescale: 1_000_000)
+            fixture.maxRecordedDuration = movie == nil ? limit : limit + MediaTime(value: 1, timescale: 2)
             try session.addOutput(fixture)
+            let movieOutput = MovieFileOutput()
+            let movieDelegate = MovieDelegate()
+            if movie != nil {
+                movieOutput.settings = Self.movieSettings
+                movieOutput.maxRecordedDuration = limit
+                try session.addOutput(movieOutput)
+            }
             try session.startRunning()
             defer { session.stopRunning() }
-            summary = try await fixture.record(to: output)
+            // The movie starts the moment the fixture is armed (opening the fixture writer can take
+            // a while), so both begin with the next buffer; the check below catches the rare frame
+            // that arrives between the two.
+            summary = try await fixture.record(to: output) {
+                if let movie { movieOutput.startRecording(to: movie, recordingDelegate: movieDelegate) }
+            }
+            if let movie {
+                session.stopRunning()
+                let recorded = try await movieDelegate.result().get()
+                movieSummary = recorded
+                let contents = try FixtureReader.read(path: output)
+                let firstFrame = contents.devices.indices.first { contents.devices[$0].description.mediaType == .video }
+                    .flatMap { contents.samples[$0].first?.presentationTime.seconds }
+                guard let firstFrame, let start = recorded.startTime, abs(firstFrame - start) < 1e-6 else {
+                    throw CaptureError.invalidState("\(movie) began at PTS \(recorded.startTime ?? .nan) s but the fixture's first video frame "
+                                                    + "is at \(firstFrame ?? .nan) s (a frame arrived between the two starts): record again")
+                }
+            }
         } catch {
             throw CommandFailure(error)
         }
         if json {
-            print(encodeJSON(summary))
+            print(movie == nil ? encodeJSON(summary) : encodeJSON(Output(fixture: summary, movie: movieSummary)))
         } else {
             print("Recorded fixture \(summary.path): \(summary.buffers.map(String.init).joined(separator: " + ")) buffers, "
                   + "\(summary.controlChanges) control changes, \(summary.fileSize) bytes, stopped: \(summary.stopReason)")
+            if let movieSummary {
+                print("Recorded movie \(movieSummary.path): \(movieSummary.videoFrames) video frames, \(movieSummary.audioSamples) audio samples, "
+                      + "\(movieSummary.fileSize) bytes, stopped: \(movieSummary.stopReason)")
+            }
+        }
+    }
+}
+
+/// Waits for a movie recording's single `didFinishRecording`.
+private final class MovieDelegate: CaptureFileOutputRecordingDelegate {
+    private struct State {
+        var result: Result<RecordingSummary, CaptureError>?
+        var waiter: CheckedContinuation<Result<RecordingSummary, CaptureError>, Never>?
+    }
+
+    private let state = Mutex(State())
+
+    func fileOutput(_ output: MovieFileOutput, didFinishRecordingTo path: String, from connections: [CaptureConnection],
+                    summary: RecordingSummary, error: CaptureError?) {
+        let result: Result<RecordingSummary, CaptureError> = if let error, !error.recordingFinishedSuccessfully { .failure(error) } else { .success(summary) }
+        let waiter = state.withLock { s in
+            defer { s.waiter = nil }
+            if s.waiter == nil { s.result = result }
+            return s.waiter
+        }
+        waiter?.resume(returning: result)
+    }
+
+    func result() async -> Result<RecordingSummary, CaptureError> {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { s in
+                if s.result == nil { s.waiter = continuation }
+                return s.result
+            }
+            if let ready { continuation.resume(returning: ready) }
         }
     }
 }
@@ -108,6 +187,8 @@ struct FixtureInfoCommand: AsyncParsableCommand {
             var controls: Int
             var buffers: Int
             var drops: Int
+            /// Video: frames missing from the sequence numbers (V4L2 reports its drops this way).
+            var sequenceGaps: Int
             var firstPTS: Double?
             var lastPTS: Double?
             var bytes: Int
@@ -134,6 +215,8 @@ struct FixtureInfoCommand: AsyncParsableCommand {
                 activeFormat: "\(device.activeFormat.formatDescription)", frameDuration: "\(device.frameDuration)",
                 formats: device.description.formats.count, controls: device.controls.count, buffers: samples.count,
                 drops: samples.reduce(0) { $0 + ($1.discontinuity?.count ?? 0) },
+                sequenceGaps: device.description.mediaType == .video
+                    ? zip(samples.dropFirst(), samples).reduce(0) { $0 + Int(max(0, $1.0.sequenceNumber - $1.1.sequenceNumber - 1)) } : 0,
                 firstPTS: samples.first?.presentationTime.seconds, lastPTS: samples.last?.presentationTime.seconds,
                 bytes: samples.reduce(0) { $0 + $1.data.count })
         }
@@ -146,7 +229,8 @@ struct FixtureInfoCommand: AsyncParsableCommand {
         print("\(info.path): CaptureKit fixture version \(info.version), \(String(format: "%.3f", info.span)) s, \(info.controlChanges) control changes")
         for d in devices {
             print("  \(d.uniqueID) (\(d.mediaType), \(d.name)): \(d.activeFormat) every \(d.frameDuration); "
-                  + "\(d.buffers) buffers, \(d.bytes) bytes, \(d.drops) dropped; \(d.formats) formats, \(d.controls) controls")
+                  + "\(d.buffers) buffers, \(d.bytes) bytes, \(d.drops) dropped"
+                  + (d.mediaType == "video" ? ", \(d.sequenceGaps) missing from the sequence" : "") + "; \(d.formats) formats, \(d.controls) controls")
         }
     }
 }

@@ -251,10 +251,10 @@ enum FixtureTestSupport {
         }
         // Another version.
         let contents = try FixtureReader.read(path: path)
-        let writer = try FixtureWriter(path: dir + "/v2.nut", devices: contents.devices, formatVersion: 2)
+        let writer = try FixtureWriter(path: dir + "/v3.nut", devices: contents.devices, formatVersion: 3)
         try writer.finish()
-        #expect(throws: CaptureError.unsupportedFixtureVersion(path: dir + "/v2.nut", version: "2", supported: 1)) {
-            _ = try FixtureReader.read(path: dir + "/v2.nut")
+        #expect(throws: CaptureError.unsupportedFixtureVersion(path: dir + "/v3.nut", version: "3", supported: 2)) {
+            _ = try FixtureReader.read(path: dir + "/v3.nut")
         }
         // Not a fixture at all.
         try Data("hello".utf8).write(to: URL(fileURLWithPath: dir + "/text.nut"))
