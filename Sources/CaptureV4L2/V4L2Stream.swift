@@ -11,7 +11,9 @@ import Glibc
 ///
 /// `start` sets the format (S_FMT, read back), the frame interval (S_PARM, read back), requests
 /// and maps the buffers, queues them and turns the stream on. `nextSample` runs on the session's
-/// per-input thread: poll → DQBUF → one copy (or MJPEG decode) into a pooled buffer → QBUF.
+/// per-input thread: poll → DQBUF → one copy into a pooled buffer → QBUF. MJPEG frames stay
+/// compressed (as the simulator's webcam delivers them): a movie output can copy them into MOV/MKV
+/// untouched, and the encoder decodes them when it re-encodes.
 /// PTS are the driver's CLOCK_MONOTONIC timestamps (start of frame), the clock `HostClock` reads.
 ///
 /// Concurrency rule (why `@unchecked Sendable`): every mutable field is touched only while
@@ -31,7 +33,6 @@ final class V4L2Stream: DriverStream, @unchecked Sendable {
     private var isStopped = false
     private var lastSequence: UInt32?
     private var pool: PixelBufferPool?
-    private var jpeg: JPEGCodec?
 
     static let bufferCount: UInt32 = 8
 
@@ -153,9 +154,7 @@ final class V4L2Stream: DriverStream, @unchecked Sendable {
             throw .deviceStartFailed(device: id, reason: "VIDIOC_STREAMON: \(errnoText(e))")
         }
         isStreaming = true
-        let outputFormat: PixelFormat = pixelFormat == .mjpeg ? .yuv420 : pixelFormat
-        pool = PixelBufferPool(format: outputFormat, width: size.width, height: size.height)
-        if pixelFormat == .mjpeg { jpeg = try JPEGCodec() }
+        pool = PixelBufferPool(format: pixelFormat, width: size.width, height: size.height)
     }
 
     func nextSample() throws(CaptureError) -> SampleBuffer? {
@@ -232,12 +231,14 @@ final class V4L2Stream: DriverStream, @unchecked Sendable {
     }
 
     /// One copy from the driver's buffer (its line pitch) into a pooled buffer (64-byte rows);
-    /// MJPEG is decoded with libturbojpeg. Nil means the frame is unusable (short or corrupt).
+    /// MJPEG bytes are copied as they are into a compressed pooled buffer. Nil means the frame is
+    /// unusable (short or corrupt, or not starting with a JPEG start-of-image marker).
     private func convert(_ source: UnsafeMutableRawPointer, used: Int) -> PixelBuffer? {
         if pixelFormat == .mjpeg {
-            let bytes = Array(UnsafeRawBufferPointer(start: source, count: used))
-            guard let decoded = try? jpeg?.decode(bytes), decoded.width == size.width, decoded.height == size.height else { return nil }
-            return decoded
+            let bytes = UnsafeRawBufferPointer(start: source, count: used)
+            guard used >= 4, bytes[0] == 0xFF, bytes[1] == 0xD8, let out = pool?.makeBuffer() else { return nil }
+            do throws(CaptureError) { try out.setCompressedData(bytes) } catch { return nil }
+            return out
         }
         guard let out = pool?.makeBuffer() else { return nil }
         // Source planes: luma (or packed) at the driver's pitch, chroma after it.

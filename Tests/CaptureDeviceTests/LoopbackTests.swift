@@ -193,6 +193,52 @@ struct LoopbackTests {
         }
     }
 
+    @Test func anMJPEGCameraIsCopiedIntoAMovWithoutReencoding() async throws {
+        // The loopback carries MJPEG, as a UVC webcam does: CaptureKit's V4L2 backend delivers the
+        // JPEG bytes untouched and the movie output copies them (pass-through) into a MOV.
+        let node = try DeviceEnvironment.requireLoopback()
+        let dir = try DeviceEnvironment.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let writer = try Writer(node: node, pixelFormat: .mjpeg)
+        defer { writer.stop() }
+        try DeviceEnvironment.waitForCapture(node)
+        let registry = CaptureKit.makeRegistry()
+        let camera = try DeviceEnvironment.device(registry, node)
+        let format = try #require(camera.format(matching: Self.size, frameRate: Int(Self.rate), pixelFormat: .mjpeg),
+                                  "the loopback offers \(camera.formats.map { "\($0.formatDescription) \($0.frameRateRanges)" })")
+        try camera.lockForConfiguration()
+        try camera.setActiveFormat(format)
+        try camera.setActiveVideoMinFrameDuration(MediaTime(value: 1, timescale: Self.rate))
+        camera.unlockForConfiguration()
+        let session = CaptureSession(pace: .realtime)
+        try session.setSessionPreset(.inputPriority)
+        try session.addInput(CaptureDeviceInput(device: camera))
+        let movie = MovieFileOutput()
+        try session.addOutput(movie)
+        try session.startRunning()
+        let path = dir + "/copied.mov"
+        let target = writer.output.statistics.framesWritten + 2 * Int(Self.rate)
+        let stopper = Task {
+            for _ in 0..<2400 where writer.output.statistics.framesWritten < target {   // at most 120 s
+                try await Task.sleep(nanoseconds: 50_000_000)
+            }
+            movie.stopRecording()
+        }
+        let summary = try await movie.record(to: path)
+        stopper.cancel()
+        session.stopRunning()
+        writer.stop()
+        #expect(summary.videoPassthrough, "an MJPEG camera into MOV is copied by default")
+        let probe = try DeviceEnvironment.run("ffprobe", ["-v", "error", "-select_streams", "v:0", "-show_entries",
+                                                          "stream=codec_name,width,height", "-of", "csv=p=0", path])
+        #expect(probe.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "mjpeg,\(Self.size.width),\(Self.size.height)")
+        let report = try DeviceEnvironment.analyze(path)
+        print("loopback MJPEG copy: \(summary.videoFrames) frames copied, stamps \(report.frameIndices.compactMap { $0 }.first ?? -1)…\(report.frameIndices.compactMap { $0 }.last ?? -1)")
+        #expect(report.videoFrameCount == summary.videoFrames && report.videoFrameCount >= Int(Self.rate))
+        #expect(report.unreadableFrames == 0)
+        #expect(DeviceEnvironment.consecutive(report.frameIndices), "stamps: \(report.frameIndices.map { $0.map(String.init) ?? "nil" }.joined(separator: " "))")
+    }
+
     @Test func capturekitRecordsTheSimulatorFromTheLoopbackWithEveryFrameInOrder() async throws {
         let node = try DeviceEnvironment.requireLoopback()
         let dir = try DeviceEnvironment.temporaryDirectory()

@@ -83,12 +83,16 @@ import Testing
         let video = try Self.framemd5(dir + "/replay.mp4", "v")
         #expect(!golden.video.isEmpty && summary.videoFrames == golden.video.count)
         #expect(video == golden.video)
-        // The golden's PTS column (frame ticks) is the recorded PTS relative to the first frame.
+        // The movie's frame PTS are the recorded ones relative to the first frame, vivid's jitter
+        // and gaps included, to the track's 1/90000 s tick.
         let recorded = contents.samples[0]
         let origin = try #require(recorded.first).presentationTime
-        let ticks = recorded.prefix(golden.video.count).map { (($0.presentationTime - origin).seconds * 30).rounded() }
-        let pts = golden.video.compactMap { Double($0.split(separator: ",")[2].trimmingCharacters(in: .whitespaces)) }
-        #expect(pts.map { $0 - pts[0] } == ticks)
+        let expected = recorded.prefix(golden.video.count).map { ($0.presentationTime - origin).seconds }
+        let decoded = try ShippedFixtureTests.decodedVideoPTS(dir + "/replay.mp4")
+        let start = try #require(decoded.first)
+        #expect(decoded.count == expected.count)
+        let worst = zip(decoded, expected).map { abs(($0 - start) - $1) }.max() ?? .infinity
+        #expect(worst <= 0.5 / 90_000 + 1e-9, "largest PTS difference \(worst * 1e6) µs")
     }
 
     /// (b) Replay delivers the recorded relative PTS, sequence numbers and drops exactly.
@@ -106,12 +110,13 @@ import Testing
             #expect(delivered.map(\.discontinuity) == recorded.map(\.discontinuity))
             #expect(delivered.map(\.bytes) == recorded.map(\.data))
         }
-        // A real camera's clock: steps are whole frames give or take the driver's jitter, and the
-        // sequence numbers say whether vivid lost any (gaps would be in the file, not hidden).
+        // A real camera's clock: steps are whole frames give or take the driver's jitter (under one
+        // frame: up to ~24 ms seen under TCG), and the sequence numbers say whether vivid lost any
+        // (gaps would be in the file, not hidden).
         let frames = contents.samples[0]
         let steps = zip(frames.dropFirst(), frames).map { ($0.presentationTime - $1.presentationTime).seconds }
         let counted = zip(frames.dropFirst(), frames).map { Double($0.sequenceNumber - $1.sequenceNumber) / 30 }
-        for (step, expected) in zip(steps, counted) { #expect(abs(step - expected) < 0.008, "step \(step) s for \(expected) s of frames") }
+        for (step, expected) in zip(steps, counted) { #expect(abs(step - expected) < 1.0 / 30, "step \(step) s for \(expected) s of frames") }
     }
 
     /// (c) The movie's audio is the loopback's tone, and its 3 kHz bursts sit where the fixture has them.
