@@ -116,6 +116,21 @@ enum CameraImaging {
 
     // MARK: Statistics
 
+    /// `SyntheticFrameRenderer.linearRGB`'s (y − 16) / 219 and (c − 128) / 224 for every code value,
+    /// after the full-range mapping when the frame is full range.
+    struct CodeTerms: Sendable {
+        let yp: [Double]
+        let cp: [Double]
+        init(fullRange: Bool) {
+            func toVideoLuma(_ v: Double) -> Double { fullRange ? 16 + v * 219 / 255 : v }
+            func toVideoChroma(_ v: Double) -> Double { fullRange ? 128 + (v - 128) * 224 / 255 : v }
+            yp = (0..<256).map { (toVideoLuma(Double($0)) - 16) / 219 }
+            cp = (0..<256).map { (toVideoChroma(Double($0)) - 128) / 224 }
+        }
+    }
+    static let videoRangeTerms = CodeTerms(fullRange: false)
+    static let fullRangeTerms = CodeTerms(fullRange: true)
+
     static func measure(_ buffer: PixelBuffer, _ request: MeteringRequest, fullRange: Bool) -> FrameMeasurements {
         var m = FrameMeasurements()
         let ch = channels(buffer)
@@ -160,15 +175,23 @@ enum CameraImaging {
             var samples: [(Double, Double, Double)] = []
             samples.reserveCapacity((buffer.height / grid + 1) * (buffer.width / grid + 1))
             var r = 0.0, g = 0.0, b = 0.0
+            // linearRGB's normalised terms per code value, computed once (same expressions, so the
+            // same doubles) instead of three divisions per sample.
+            let terms = fullRange ? Self.fullRangeTerms : Self.videoRangeTerms
             SyntheticFrameRenderer.linearTable.withUnsafeBufferPointer { table in
-                for y in Swift.stride(from: band, to: buffer.height, by: grid) {
-                    for x in Swift.stride(from: 0, to: buffer.width, by: grid) {
-                        let u = Double(cbBase[(y / cb.subY) * cbStride + (x / cb.subX) * cb.step])
-                        let v = Double(crBase[(y / cr.subY) * crStride + (x / cr.subX) * cr.step])
-                        let rgb = SyntheticFrameRenderer.linearRGB(y: toVideoLuma(Double(luma(x, y))), cb: toVideoChroma(u),
-                                                                   cr: toVideoChroma(v), table: table)
-                        samples.append(rgb)
-                        r += rgb.0; g += rgb.1; b += rgb.2
+                terms.yp.withUnsafeBufferPointer { yp in
+                    terms.cp.withUnsafeBufferPointer { cp in
+                        func lin(_ v: Double) -> Double { table[Int(min(max(v, 0), 1) * 4096 + 0.5)] }
+                        for y in Swift.stride(from: band, to: buffer.height, by: grid) {
+                            for x in Swift.stride(from: 0, to: buffer.width, by: grid) {
+                                let l = yp[luma(x, y)]
+                                let cbp = cp[Int(cbBase[(y / cb.subY) * cbStride + (x / cb.subX) * cb.step])]
+                                let crp = cp[Int(crBase[(y / cr.subY) * crStride + (x / cr.subX) * cr.step])]
+                                let rgb = (lin(l + 1.402 * crp), lin(l - 0.344_136 * cbp - 0.714_136 * crp), lin(l + 1.772 * cbp))
+                                samples.append(rgb)
+                                r += rgb.0; g += rgb.1; b += rgb.2
+                            }
+                        }
                     }
                 }
             }
