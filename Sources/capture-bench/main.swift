@@ -116,6 +116,7 @@ struct Rows {
     var only: [String] = []
     let tmp: String
     var fileCounter = 0
+    var keep = false
 
     init(tmp: String) { self.tmp = tmp }
 
@@ -197,7 +198,7 @@ struct Rows {
             var paths: [String] = []
             for _ in 0..<(2 * runs + 2) { paths.append(nextPath()) }
             var next = 0
-            func path() -> String { defer { next += 1 }; try? FileManager.default.removeItem(atPath: paths[next]); return paths[next] }
+            func path() -> String { defer { next += 1 }; return paths[next] }
             let seconds = self.seconds
             func floor() throws -> Double {
                 let start = now()
@@ -230,7 +231,7 @@ struct Rows {
                 return now() - start
             }
             try row(name, unit: "s", target: "ratio<=1.05", pipeline, floor)
-            for p in paths { try? FileManager.default.removeItem(atPath: p) }
+            if !keep { for p in paths { try? FileManager.default.removeItem(atPath: p) } }
         }
     }
 
@@ -318,8 +319,11 @@ func benchMain() throws {
     case "rows":
         let tmp = NSTemporaryDirectory() + "capture-bench-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: tmp, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: tmp) }
+        // CAPTURE_BENCH_KEEP=1 keeps the movies (e.g. to check that pipeline and floor wrote the same video).
+        let keep = ProcessInfo.processInfo.environment["CAPTURE_BENCH_KEEP"] == "1"
+        defer { if keep { print("kept \(tmp)") } else { try? FileManager.default.removeItem(atPath: tmp) } }
         var rows = Rows(tmp: tmp)
+        rows.keep = keep
         if let v = value("--runs") { rows.runs = max(1, Int(v) ?? rows.runs) }
         if let v = value("--seconds") { rows.seconds = max(1, Int(v) ?? rows.seconds) }
         while let text = value("--only") { rows.only.append(text) }
