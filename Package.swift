@@ -41,7 +41,7 @@ let package = Package(
         .target(name: "CaptureAnalysis", dependencies: ["CaptureCore"], path: "Sources/CaptureAnalysis"),
         // The deterministic simulator backend and its device profiles.
         .target(
-            name: "CaptureSimulator", dependencies: ["CaptureCore"], path: "Simulator",
+            name: "CaptureSimulator", dependencies: ["CaptureCore", "CCaptureShims"], path: "Simulator",
             sources: ["Sources"], resources: [.copy("Profiles")]),
         // The V4L2 camera backend (real kernel drivers) and the ALSA microphone backend.
         .target(

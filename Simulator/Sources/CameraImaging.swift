@@ -1,7 +1,9 @@
+import CCaptureShims
 import CaptureCore
+import Synchronization
 
-/// The per-pixel parts of the simulated camera, written as tight loops over raw rows so debug
-/// builds stay usable: separable running-sum box blur (defocus), tiled seeded noise, and the
+/// The per-pixel parts of the simulated camera: separable box blur (defocus) and tiled seeded
+/// noise, whose loops are small C functions in CCaptureShims that clang vectorises, and the
 /// statistics the auto controllers read (mean luma, contrast, gray-world means).
 enum CameraImaging {
     /// One colour channel of a frame: where its samples are and how far apart.
@@ -38,54 +40,36 @@ enum CameraImaging {
 
     // MARK: Defocus
 
-    /// Box-blurs every channel with `radius` (luma pixels; chroma scaled by its subsampling).
+    /// Box-blurs every channel with `radius` (luma pixels; chroma scaled by its subsampling): a
+    /// separable box in integer arithmetic, window sums from prefix sums along rows and running
+    /// column sums down the plane, each pass rounded as `(sum · round(65536 / (2r + 1)) + 32768) >> 16`
+    /// with edges clamped. The loops are C (`ck_box_blur_rows` / `ck_box_blur_columns`) so they vectorise.
     static func blur(_ buffer: PixelBuffer, radius: Int) {
-        for c in channels(buffer) {
-            let base = buffer.baseAddress(ofPlane: c.plane).assumingMemoryBound(to: UInt8.self) + c.offset
-            blurChannel(base: base, stride: buffer.bytesPerRow[c.plane], step: c.step, width: c.width, height: c.height,
-                        rx: radius / c.subX, ry: radius / c.subY)
-        }
-    }
-
-    static func blurChannel(base: UnsafeMutablePointer<UInt8>, stride: Int, step: Int, width n: Int, height h: Int, rx: Int, ry: Int) {
-        guard n > 0, h > 0, rx > 0 || ry > 0 else { return }
-        let tmp = UnsafeMutablePointer<Int32>.allocate(capacity: n * h)
-        defer { tmp.deallocate() }
-        // Horizontal pass into tmp (running sum, edges clamped).
-        let divX = 2 * rx + 1
-        let mulX = Int((65536.0 / Double(divX)).rounded())
-        for y in 0..<h {
-            let row = base + y * stride
-            let out = tmp + y * n
-            if rx == 0 {
-                for x in 0..<n { out[x] = Int32(row[x * step]) }
-                continue
+        guard radius > 0 else { return }
+        let all = channels(buffer)
+        for plane in 0..<buffer.planeCount {
+            let members = all.filter { $0.plane == plane }
+            guard let first = members.first else { continue }
+            // Channels sharing a plane share their vertical subsampling (NV12's CbCr, YUYV's samples).
+            let ry = radius / first.subY
+            guard ry > 0 || members.contains(where: { radius / $0.subX > 0 }) else { continue }
+            let rowBytes = members.map { $0.offset + ($0.width - 1) * $0.step + 1 }.max() ?? 0
+            let height = first.height
+            let base = buffer.baseAddress(ofPlane: plane).assumingMemoryBound(to: UInt8.self)
+            let stride = buffer.bytesPerRow[plane]
+            let tmp = UnsafeMutablePointer<UInt16>.allocate(capacity: rowBytes * height)
+            let scratch = UnsafeMutablePointer<UInt32>.allocate(capacity: rowBytes + 8 * radius + 8)
+            let sums = UnsafeMutablePointer<UInt32>.allocate(capacity: rowBytes)
+            defer { tmp.deallocate(); scratch.deallocate(); sums.deallocate() }
+            // Channels that fill the row interleaved (NV12's CbCr) go in one call, as lanes.
+            let interleaved = members.count == first.step && members.map(\.offset).sorted() == Array(0..<first.step)
+                && members.allSatisfy { $0.step == first.step && $0.subX == first.subX && $0.width == first.width }
+            for c in interleaved ? [first] : members {
+                let offset = interleaved ? 0 : c.offset
+                ck_box_blur_rows(base + offset, stride, Int32(c.step), Int32(interleaved ? c.step : 1), Int32(c.width), Int32(height),
+                                 Int32(radius / c.subX), tmp + offset, rowBytes, scratch)
             }
-            var sum = 0
-            for i in -rx...rx { sum += Int(row[min(max(i, 0), n - 1) * step]) }
-            for x in 0..<n {
-                out[x] = Int32((sum * mulX + 32768) >> 16)
-                sum += Int(row[min(x + rx + 1, n - 1) * step]) - Int(row[max(x - rx, 0) * step])
-            }
-        }
-        // Vertical pass back into the frame, row by row with running column sums.
-        let divY = 2 * ry + 1
-        let mulY = Int((65536.0 / Double(divY)).rounded())
-        let sums = UnsafeMutablePointer<Int>.allocate(capacity: n)
-        defer { sums.deallocate() }
-        sums.initialize(repeating: 0, count: n)
-        for i in -ry...ry {
-            let src = tmp + min(max(i, 0), h - 1) * n
-            for x in 0..<n { sums[x] += Int(src[x]) }
-        }
-        for y in 0..<h {
-            let row = base + y * stride
-            let add = tmp + min(y + ry + 1, h - 1) * n
-            let sub = tmp + max(y - ry, 0) * n
-            for x in 0..<n {
-                row[x * step] = UInt8(min((sums[x] * mulY + 32768) >> 16, 255))
-                sums[x] += Int(add[x]) - Int(sub[x])
-            }
+            ck_box_blur_columns(base, stride, Int32(rowBytes), Int32(height), Int32(ry), tmp, rowBytes, sums)
         }
     }
 
@@ -103,32 +87,49 @@ enum CameraImaging {
         }
     }()
 
+    /// The noise tile scaled to one sigma (code-value deltas), kept for the last sigma asked for.
+    private static let scaledTile = Mutex<(sigma: Double, deltas: [Int16])?>(nil)
+
+    static func deltas(sigma: Double) -> [Int16] {
+        scaledTile.withLock { cached in
+            if let cached, cached.sigma == sigma { return cached.deltas }
+            var delta = [Int16](repeating: 0, count: 256)
+            for t in 0..<256 { delta[t] = Int16(clamping: Int((Double(t - 128) * sigma / 32).rounded())) }
+            let deltas = noiseTile.map { delta[Int($0) + 128] }
+            cached = (sigma, deltas)
+            return deltas
+        }
+    }
+
     /// Adds luma noise of standard deviation `sigma` code values; the tile window depends only on (seed, frame).
     static func addNoise(_ buffer: PixelBuffer, sigma: Double, seed: UInt64, frame: Int64) {
         guard let luma = channels(buffer).first else { return }
         var random = SeededRandom(seed: seed ^ (UInt64(bitPattern: frame) &* 0x9E37_79B9_7F4A_7C15) ^ 0xA5A5_5A5A)
         let start = Int(random.next() & UInt64(tileMask))
         let rowJump = Int(random.next() & UInt64(tileMask)) | 1
-        var delta = [Int](repeating: 0, count: 256)
-        for t in 0..<256 { delta[t] = Int((Double(t - 128) * sigma / 32).rounded()) }
         let base = buffer.baseAddress(ofPlane: luma.plane).assumingMemoryBound(to: UInt8.self) + luma.offset
-        let stride = buffer.bytesPerRow[luma.plane], step = luma.step, n = luma.width
-        noiseTile.withUnsafeBufferPointer { tile in
-            delta.withUnsafeBufferPointer { d in
-                let tilePtr = tile.baseAddress!, dPtr = d.baseAddress!
-                for y in 0..<luma.height {
-                    let row = base + y * stride
-                    let origin = (start + y &* rowJump) & tileMask
-                    for x in 0..<n {
-                        let v = Int(row[x * step]) + dPtr[Int(tilePtr[(origin + x) & tileMask]) + 128]
-                        row[x * step] = UInt8(v < 0 ? 0 : (v > 255 ? 255 : v))
-                    }
-                }
-            }
+        deltas(sigma: sigma).withUnsafeBufferPointer { tile in
+            ck_add_noise(base, buffer.bytesPerRow[luma.plane], Int32(luma.step), Int32(luma.width), Int32(luma.height),
+                         tile.baseAddress!, Int32(tileMask), Int32(start), Int32(rowJump))
         }
     }
 
     // MARK: Statistics
+
+    /// `SyntheticFrameRenderer.linearRGB`'s (y − 16) / 219 and (c − 128) / 224 for every code value,
+    /// after the full-range mapping when the frame is full range.
+    struct CodeTerms: Sendable {
+        let yp: [Double]
+        let cp: [Double]
+        init(fullRange: Bool) {
+            func toVideoLuma(_ v: Double) -> Double { fullRange ? 16 + v * 219 / 255 : v }
+            func toVideoChroma(_ v: Double) -> Double { fullRange ? 128 + (v - 128) * 224 / 255 : v }
+            yp = (0..<256).map { (toVideoLuma(Double($0)) - 16) / 219 }
+            cp = (0..<256).map { (toVideoChroma(Double($0)) - 128) / 224 }
+        }
+    }
+    static let videoRangeTerms = CodeTerms(fullRange: false)
+    static let fullRangeTerms = CodeTerms(fullRange: true)
 
     static func measure(_ buffer: PixelBuffer, _ request: MeteringRequest, fullRange: Bool) -> FrameMeasurements {
         var m = FrameMeasurements()
@@ -174,13 +175,24 @@ enum CameraImaging {
             var samples: [(Double, Double, Double)] = []
             samples.reserveCapacity((buffer.height / grid + 1) * (buffer.width / grid + 1))
             var r = 0.0, g = 0.0, b = 0.0
-            for y in Swift.stride(from: band, to: buffer.height, by: grid) {
-                for x in Swift.stride(from: 0, to: buffer.width, by: grid) {
-                    let u = Double(cbBase[(y / cb.subY) * cbStride + (x / cb.subX) * cb.step])
-                    let v = Double(crBase[(y / cr.subY) * crStride + (x / cr.subX) * cr.step])
-                    let rgb = SyntheticFrameRenderer.linearRGB(y: toVideoLuma(Double(luma(x, y))), cb: toVideoChroma(u), cr: toVideoChroma(v))
-                    samples.append(rgb)
-                    r += rgb.0; g += rgb.1; b += rgb.2
+            // linearRGB's normalised terms per code value, computed once (same expressions, so the
+            // same doubles) instead of three divisions per sample.
+            let terms = fullRange ? Self.fullRangeTerms : Self.videoRangeTerms
+            SyntheticFrameRenderer.linearTable.withUnsafeBufferPointer { table in
+                terms.yp.withUnsafeBufferPointer { yp in
+                    terms.cp.withUnsafeBufferPointer { cp in
+                        func lin(_ v: Double) -> Double { table[Int(min(max(v, 0), 1) * 4096 + 0.5)] }
+                        for y in Swift.stride(from: band, to: buffer.height, by: grid) {
+                            for x in Swift.stride(from: 0, to: buffer.width, by: grid) {
+                                let l = yp[luma(x, y)]
+                                let cbp = cp[Int(cbBase[(y / cb.subY) * cbStride + (x / cb.subX) * cb.step])]
+                                let crp = cp[Int(crBase[(y / cr.subY) * crStride + (x / cr.subX) * cr.step])]
+                                let rgb = (lin(l + 1.402 * crp), lin(l - 0.344_136 * cbp - 0.714_136 * crp), lin(l + 1.772 * cbp))
+                                samples.append(rgb)
+                                r += rgb.0; g += rgb.1; b += rgb.2
+                            }
+                        }
+                    }
                 }
             }
             if !samples.isEmpty, g > 0 {

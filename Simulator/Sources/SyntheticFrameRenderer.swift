@@ -202,8 +202,15 @@ public final class SyntheticFrameRenderer: Sendable {
 
     /// Linear R, G, B of a video-range Y'CbCr sample (table-based; for statistics).
     static func linearRGB(y: Double, cb: Double, cr: Double) -> (Double, Double, Double) {
+        linearTable.withUnsafeBufferPointer { linearRGB(y: y, cb: cb, cr: cr, table: $0) }
+    }
+
+    /// `linearRGB` with the table at hand (the statistics loop's form: no per-sample global access).
+    @inline(__always)
+    static func linearRGB(y: Double, cb: Double, cr: Double, table: UnsafeBufferPointer<Double>) -> (Double, Double, Double) {
         let yp = (y - 16) / 219, cbp = (cb - 128) / 224, crp = (cr - 128) / 224
-        func lin(_ v: Double) -> Double { linearTable[Int((min(max(v, 0), 1) * 4096).rounded())] }
+        // Nearest table entry; v ≥ 0, so truncating v + 0.5 rounds (and avoids a libm call per sample).
+        func lin(_ v: Double) -> Double { table[Int(min(max(v, 0), 1) * 4096 + 0.5)] }
         return (lin(yp + 1.402 * crp), lin(yp - 0.344_136 * cbp - 0.714_136 * crp), lin(yp + 1.772 * cbp))
     }
 

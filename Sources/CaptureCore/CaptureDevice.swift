@@ -346,10 +346,13 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
                 ready.append(s.pending.removeFirst().handler)
             }
             var changed: [TimedControlValue] = []
-            for (id, value) in report.values.sorted(by: { $0.key.description < $1.key.description }) where s.lastReported[id] != value {
+            for (id, value) in report.values where s.lastReported[id] != value {
                 s.lastReported[id] = value
                 changed.append(TimedControlValue(control: id, value: value, presentationTime: report.presentationTime))
             }
+            // Sort only what changed (usually nothing): the same order as before, without sorting
+            // every control by name on every frame.
+            if changed.count > 1 { changed.sort { $0.control.description < $1.control.description } }
             return (ready, changed)
         }
         let pts = report.presentationTime

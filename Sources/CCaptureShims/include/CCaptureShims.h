@@ -2,6 +2,7 @@
 // literals and ioctl request numbers. Everything here is a thin, total function.
 #ifndef CCAPTURE_SHIMS_H
 #define CCAPTURE_SHIMS_H
+#include <stddef.h>
 #include <stdint.h>
 
 // FFmpeg error codes and sentinels.
@@ -38,5 +39,21 @@ unsigned long ck_vidioc_query_ext_ctrl(void);
 
 // ALSA: route libasound's own error messages (variadic handler) to nowhere, or back to stderr.
 void ck_alsa_set_quiet(int quiet);
+
+// Simulator camera effects (imaging.c): integer loops the compiler vectorises. All total:
+// sizes <= 0 do nothing.
+// Horizontal box blur of `lanes` interleaved channels (lane c's samples at base[y*stride + x*step + c],
+// x < width, lanes <= step) into `out` (uint16, same sample positions, row pitch `outStride`
+// elements): (sum * round(65536/(2rx+1)) + 32768) >> 16 over the clamped window x-rx...x+rx.
+// `scratch` holds 4 * (width*step + 2*rx*step + 2) bytes.
+void ck_box_blur_rows(const uint8_t *base, ptrdiff_t stride, int step, int lanes, int width, int height, int rx,
+                      uint16_t *out, ptrdiff_t outStride, uint32_t *scratch);
+// Vertical box blur of the `rowBytes` first samples of every row of `in` back into `base`, same
+// rounding, clamped to 255. `sums` has room for rowBytes uint32.
+void ck_box_blur_columns(uint8_t *base, ptrdiff_t stride, int rowBytes, int height, int ry,
+                         const uint16_t *in, ptrdiff_t inStride, uint32_t *sums);
+// Adds tile[(origin_y + x) & tileMask] to every sample (clamped to 0...255), origin_y = (start + y*rowJump) & tileMask.
+void ck_add_noise(uint8_t *base, ptrdiff_t stride, int step, int width, int height,
+                  const int16_t *tile, int tileMask, int start, int rowJump);
 
 #endif

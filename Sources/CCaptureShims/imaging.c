@@ -1,0 +1,118 @@
+// The simulator's per-pixel camera effects (defocus blur, sensor noise) as plain integer loops
+// that clang auto-vectorises. The formulas are exactly those CameraImaging documents, so frames
+// are bit-identical to the scalar Swift they replace.
+#include "CCaptureShims.h"
+
+// An AVX2 copy of each loop next to the baseline one, picked at load time (ifunc).
+#if defined(__x86_64__) && defined(__clang__)
+#define CK_VECTOR __attribute__((target_clones("avx2", "default")))
+#else
+#define CK_VECTOR
+#endif
+
+static uint32_t reciprocal(int divisor) {
+    // round(65536 / divisor), as the Swift side computed it.
+    return (uint32_t)((131072u + (uint32_t)divisor) / (2u * (uint32_t)divisor));
+}
+
+CK_VECTOR
+void ck_box_blur_rows(const uint8_t *base, ptrdiff_t stride, int step, int lanes, int width, int height, int rx,
+                      uint16_t *out, ptrdiff_t outStride, uint32_t *scratch) {
+    if (width <= 0 || height <= 0 || rx < 0 || lanes <= 0 || lanes > step) return;
+    const uint32_t mul = reciprocal(2 * rx + 1);
+    const int window = 2 * rx + 1;
+    for (int y = 0; y < height; y++) {
+        const uint8_t *row = base + y * stride;
+        uint16_t *dst = out + y * outStride;
+        if (rx == 0) {
+            for (int x = 0; x < width; x++)
+                for (int c = 0; c < lanes; c++) dst[x * step + c] = row[x * step + c];
+            continue;
+        }
+        if (lanes == step && window <= 31) {
+            // Interleaved lanes fill the row: pad it with each lane's edge samples, then sum the
+            // window's taps with contiguous loads (vectorised across the whole row).
+            const int n = width * step, margin = rx * step;
+            uint16_t *pad = (uint16_t *)scratch;
+            uint16_t *acc = pad + n + 2 * margin;
+            for (int i = 0; i < margin; i++) pad[i] = row[i % step];
+            for (int i = 0; i < n; i++) pad[margin + i] = row[i];
+            for (int i = 0; i < margin; i++) pad[margin + n + i] = row[n - step + i % step];
+            for (int i = 0; i < n; i++) acc[i] = pad[i];
+            for (int k = 1; k < window; k++) {
+                const uint16_t *tap = pad + k * step;
+                for (int i = 0; i < n; i++) acc[i] = (uint16_t)(acc[i] + tap[i]);
+            }
+            for (int i = 0; i < n; i++) dst[i] = (uint16_t)(((uint32_t)acc[i] * mul + 32768u) >> 16);
+            continue;
+        }
+        // Any radius: prefix sums over each lane padded with its edge samples; window(x) = P[x + 2rx + 1] - P[x].
+        for (int c = 0; c < lanes; c++) {
+            const uint8_t *lane = row + c;
+            uint32_t *prefix = scratch;
+            uint32_t sum = 0;
+            int k = 0;
+            prefix[0] = 0;
+            for (; k < rx; k++) { sum += lane[0]; prefix[k + 1] = sum; }
+            for (int x = 0; x < width; x++, k++) { sum += lane[x * step]; prefix[k + 1] = sum; }
+            for (; k < width + 2 * rx; k++) { sum += lane[(width - 1) * step]; prefix[k + 1] = sum; }
+            for (int x = 0; x < width; x++)
+                dst[x * step + c] = (uint16_t)(((prefix[x + window] - prefix[x]) * mul + 32768u) >> 16);
+        }
+    }
+}
+
+CK_VECTOR
+void ck_box_blur_columns(uint8_t *base, ptrdiff_t stride, int rowBytes, int height, int ry,
+                         const uint16_t *in, ptrdiff_t inStride, uint32_t *sums) {
+    if (rowBytes <= 0 || height <= 0 || ry < 0) return;
+    const uint32_t mul = reciprocal(2 * ry + 1);
+    for (int x = 0; x < rowBytes; x++) sums[x] = 0;
+    for (int i = -ry; i <= ry; i++) {
+        const uint16_t *src = in + (i < 0 ? 0 : (i > height - 1 ? height - 1 : i)) * inStride;
+        for (int x = 0; x < rowBytes; x++) sums[x] += src[x];
+    }
+    for (int y = 0; y < height; y++) {
+        uint8_t *row = base + y * stride;
+        const int a = y + ry + 1, s = y - ry;
+        const uint16_t *add = in + (a > height - 1 ? height - 1 : a) * inStride;
+        const uint16_t *sub = in + (s < 0 ? 0 : s) * inStride;
+        for (int x = 0; x < rowBytes; x++) {
+            uint32_t v = (sums[x] * mul + 32768u) >> 16;
+            row[x] = (uint8_t)(v > 255 ? 255 : v);
+            sums[x] += (uint32_t)add[x] - (uint32_t)sub[x];
+        }
+    }
+}
+
+CK_VECTOR
+void ck_add_noise(uint8_t *base, ptrdiff_t stride, int step, int width, int height,
+                  const int16_t *tile, int tileMask, int start, int rowJump) {
+    if (width <= 0 || height <= 0) return;
+    for (int y = 0; y < height; y++) {
+        uint8_t *row = base + y * stride;
+        int origin = (int)(((unsigned)start + (unsigned)y * (unsigned)rowJump) & (unsigned)tileMask);
+        int x = 0;
+        while (x < width) {
+            // One contiguous run of the tile (it wraps at tileMask + 1).
+            int run = tileMask + 1 - origin;
+            if (run > width - x) run = width - x;
+            const int16_t *t = tile + origin;
+            if (step == 1) {
+                uint8_t *p = row + x;
+                for (int i = 0; i < run; i++) {
+                    int v = p[i] + t[i];
+                    p[i] = (uint8_t)(v < 0 ? 0 : (v > 255 ? 255 : v));
+                }
+            } else {
+                for (int i = 0; i < run; i++) {
+                    uint8_t *p = row + (x + i) * step;
+                    int v = *p + t[i];
+                    *p = (uint8_t)(v < 0 ? 0 : (v > 255 ? 255 : v));
+                }
+            }
+            x += run;
+            origin = 0;
+        }
+    }
+}
