@@ -199,6 +199,15 @@ struct LoopbackTests {
         let node = try DeviceEnvironment.requireLoopback()
         let dir = try DeviceEnvironment.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
+        let (summary, path) = try await Self.recordMJPEGCopy(node: node, dir: dir)
+        // The reader's objects are gone: wait until this process holds the node no more, so the
+        // next test's writer can set another format (v4l2loopback keeps a format while it is open).
+        try Self.waitUntilClosed(node)
+        try Self.checkMJPEGCopy(summary, path: path)
+    }
+
+    /// Records `node` (MJPEG, written by a simulator session) into a MOV with the default settings.
+    static func recordMJPEGCopy(node: String, dir: String) async throws -> (RecordingSummary, String) {
         let writer = try Writer(node: node, pixelFormat: .mjpeg)
         defer { writer.stop() }
         try DeviceEnvironment.waitForCapture(node)
@@ -217,6 +226,7 @@ struct LoopbackTests {
         try session.addOutput(movie)
         try session.startRunning()
         let path = dir + "/copied.mov"
+        defer { for input in session.inputs { session.removeInput(input) } }
         let target = writer.output.statistics.framesWritten + 2 * Int(Self.rate)
         let stopper = Task {
             for _ in 0..<2400 where writer.output.statistics.framesWritten < target {   // at most 120 s
@@ -228,6 +238,21 @@ struct LoopbackTests {
         stopper.cancel()
         session.stopRunning()
         writer.stop()
+        return (summary, path)
+    }
+
+    /// Polls /proc/self/fd until no descriptor of this process points at `node` (at most 30 s).
+    static func waitUntilClosed(_ node: String) throws {
+        let target = URL(fileURLWithPath: node).resolvingSymlinksInPath().path
+        for _ in 0..<300 {
+            let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+            if !fds.contains(where: { (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0)) == target }) { return }
+            usleep(100_000)
+        }
+        throw DeviceEnvironment.Failure(description: "this process still holds \(node) open 30 s after its last use")
+    }
+
+    static func checkMJPEGCopy(_ summary: RecordingSummary, path: String) throws {
         #expect(summary.videoPassthrough, "an MJPEG camera into MOV is copied by default")
         let probe = try DeviceEnvironment.run("ffprobe", ["-v", "error", "-select_streams", "v:0", "-show_entries",
                                                           "stream=codec_name,width,height", "-of", "csv=p=0", path])
