@@ -268,8 +268,8 @@ enum FixtureTestSupport {
         let path = dir + "/small.nut"
         _ = try await FixtureTestSupport.record(size: Dimensions(width: 640, height: 480), fps: 10, pixelFormat: .mjpeg, seconds: 0.15, to: path)
         let good = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
-        // On a Dispatch thread: ~30 s of blocking work must not hold one of the few cooperative threads.
-        let (mutations, outcomes) = try await offPool { try Self.mutate(good, times: 7_000, scratch: dir + "/mutant.nut") }
+        // On a Dispatch thread: ~30–50 s of blocking work must not hold one of the few cooperative threads.
+        let (mutations, outcomes) = try await offPool { try Self.mutate(good, times: 10_000, scratch: dir + "/mutant.nut") }
         #expect(outcomes.ok + outcomes.typed == mutations)
         #expect(outcomes.typed > mutations / 2)
     }
