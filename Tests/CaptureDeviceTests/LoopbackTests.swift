@@ -212,13 +212,7 @@ struct LoopbackTests {
         defer { writer.stop() }
         try DeviceEnvironment.waitForCapture(node)
         let registry = CaptureKit.makeRegistry()
-        let camera = try DeviceEnvironment.device(registry, node)
-        let format = try #require(camera.format(matching: Self.size, frameRate: Int(Self.rate), pixelFormat: .mjpeg),
-                                  "the loopback offers \(camera.formats.map { "\($0.formatDescription) \($0.frameRateRanges)" })")
-        try camera.lockForConfiguration()
-        try camera.setActiveFormat(format)
-        try camera.setActiveVideoMinFrameDuration(MediaTime(value: 1, timescale: Self.rate))
-        camera.unlockForConfiguration()
+        let camera = try Self.reader(registry, node: node, pixelFormat: .mjpeg)
         let session = CaptureSession(pace: .realtime)
         try session.setSessionPreset(.inputPriority)
         try session.addInput(CaptureDeviceInput(device: camera))
@@ -227,18 +221,38 @@ struct LoopbackTests {
         try session.startRunning()
         let path = dir + "/copied.mov"
         defer { for input in session.inputs { session.removeInput(input) } }
-        let target = writer.output.statistics.framesWritten + 2 * Int(Self.rate)
+        let summary = try await Self.record(movie, to: path, whileWriting: writer, frames: 2 * Int(Self.rate))
+        session.stopRunning()
+        writer.stop()
+        return (summary, path)
+    }
+
+    /// CaptureKit's V4L2 backend reading the loopback: the writer's format at `size` and `rate`.
+    static func reader(_ registry: DeviceRegistry, node: String, pixelFormat: PixelFormat) throws -> CaptureDevice {
+        let camera = try DeviceEnvironment.device(registry, node)
+        guard let format = camera.format(matching: size, frameRate: Int(rate), pixelFormat: pixelFormat) else {
+            throw DeviceEnvironment.Failure(description: "the loopback offers \(camera.formats.map { "\($0.formatDescription) \($0.frameRateRanges)" })")
+        }
+        try camera.lockForConfiguration()
+        try camera.setActiveFormat(format)
+        try camera.setActiveVideoMinFrameDuration(MediaTime(value: 1, timescale: rate))
+        camera.unlockForConfiguration()
+        return camera
+    }
+
+    /// Records until the writer has written `frames` more frames — counted rather than timed: on a
+    /// busy host the emulated vCPU may render slower than real time, and late frames must still all
+    /// arrive (at most 120 s).
+    static func record(_ movie: MovieFileOutput, to path: String, whileWriting writer: Writer, frames: Int) async throws -> RecordingSummary {
+        let target = writer.output.statistics.framesWritten + frames
         let stopper = Task {
-            for _ in 0..<2400 where writer.output.statistics.framesWritten < target {   // at most 120 s
+            for _ in 0..<2400 where writer.output.statistics.framesWritten < target {
                 try await Task.sleep(nanoseconds: 50_000_000)
             }
             movie.stopRecording()
         }
-        let summary = try await movie.record(to: path)
-        stopper.cancel()
-        session.stopRunning()
-        writer.stop()
-        return (summary, path)
+        defer { stopper.cancel() }
+        return try await movie.record(to: path)
     }
 
     /// Polls /proc/self/fd until no descriptor of this process points at `node` (at most 30 s).
@@ -274,14 +288,8 @@ struct LoopbackTests {
 
         // The reader: CaptureKit's V4L2 backend sees the loopback as a camera with the writer's format.
         let registry = CaptureKit.makeRegistry()
-        let camera = try DeviceEnvironment.device(registry, node)
+        let camera = try Self.reader(registry, node: node, pixelFormat: .yuv420)
         #expect(camera.localizedName == "CaptureKitLoopback")
-        let format = try #require(camera.format(matching: Self.size, frameRate: Int(Self.rate), pixelFormat: .yuv420),
-                                  "the loopback offers \(camera.formats.map { "\($0.formatDescription) \($0.frameRateRanges)" })")
-        try camera.lockForConfiguration()
-        try camera.setActiveFormat(format)
-        try camera.setActiveVideoMinFrameDuration(MediaTime(value: 1, timescale: Self.rate))
-        camera.unlockForConfiguration()
         let session = CaptureSession(pace: .realtime)
         try session.setSessionPreset(.inputPriority)
         try session.addInput(CaptureDeviceInput(device: camera))
@@ -293,17 +301,8 @@ struct LoopbackTests {
         DeviceEventCenter.shared.reset(deviceID: node)
         try session.startRunning()
         let path = dir + "/loopback.mp4"
-        // Three seconds' worth of frames (45 at 15 fps), counted rather than timed: on a busy host
-        // the emulated vCPU may render slower than real time, and late frames must still all arrive.
-        let target = writer.output.statistics.framesWritten + 3 * Int(Self.rate)
-        let stopper = Task {
-            for _ in 0..<2400 where writer.output.statistics.framesWritten < target {   // at most 120 s
-                try await Task.sleep(nanoseconds: 50_000_000)
-            }
-            movie.stopRecording()
-        }
-        let summary = try await movie.record(to: path)
-        stopper.cancel()
+        // Three seconds' worth of frames (45 at 15 fps).
+        let summary = try await Self.record(movie, to: path, whileWriting: writer, frames: 3 * Int(Self.rate))
         session.stopRunning()
         let readerDrops = DeviceEventCenter.shared.droppedCount(deviceID: node)
         let written = writer.output.statistics
