@@ -43,6 +43,12 @@ public struct RecordingSummary: Sendable, Codable, Equatable {
     public var invalidFramesSkipped: Int = 0
     /// Why the first such frame was left out.
     public var invalidFrameProblem: String?
+    /// Fragments written while recording (0 without `movieFragmentInterval`); a finished
+    /// MP4/MOV is then defragmented into a regular movie, as AVFoundation's are.
+    public var fragmentsWritten: Int = 0
+    /// How many frames after a frame went into the video encoder its packet came out, at most:
+    /// a killed recording can lose this many frames beyond the last fragment interval.
+    public var videoEncoderLatencyFrames: Int = 0
 
     static func empty(_ path: String, reason: String) -> RecordingSummary {
         RecordingSummary(path: path, videoFrames: 0, audioSamples: 0, duration: 0, fileSize: 0, stopReason: reason)
@@ -323,9 +329,10 @@ public final class MovieFileOutput: CaptureOutput {
 
     /// The async alternative: records to `path` until `stopRecording`, a limit or the session stops,
     /// and returns what was written. A limit is a normal end here; other failures throw.
-    public func record(to path: String) async throws(CaptureError) -> RecordingSummary {
+    /// `onStart` runs when the first sample is written (`didStartRecordingTo`), on the delegate queue.
+    public func record(to path: String, onStart: (@Sendable () -> Void)? = nil) async throws(CaptureError) -> RecordingSummary {
         let result: Result<RecordingSummary, CaptureError> = await withCheckedContinuation { continuation in
-            startRecording(to: path, recordingDelegate: ContinuationDelegate(continuation))
+            startRecording(to: path, recordingDelegate: ContinuationDelegate(continuation, onStart: onStart))
         }
         return try result.get()
     }
@@ -697,6 +704,8 @@ public final class MovieFileOutput: CaptureOutput {
             summary.videoPassthrough = active.passthrough
             summary.invalidFramesSkipped = active.invalidFrames
             summary.invalidFrameProblem = active.invalidFrameProblem
+            summary.fragmentsWritten = active.writer.fragmentsWritten
+            summary.videoEncoderLatencyFrames = active.writer.videoEncoderLatencyFrames
             finish(active.request, summary: summary, error: failure)
         }
         attachment.demandChanged()
@@ -713,9 +722,15 @@ public final class MovieFileOutput: CaptureOutput {
 /// Bridges the delegate callbacks to `record(to:)`'s continuation.
 private final class ContinuationDelegate: CaptureFileOutputRecordingDelegate {
     private let continuation: Mutex<CheckedContinuation<Result<RecordingSummary, CaptureError>, Never>?>
+    private let onStart: (@Sendable () -> Void)?
 
-    init(_ continuation: CheckedContinuation<Result<RecordingSummary, CaptureError>, Never>) {
+    init(_ continuation: CheckedContinuation<Result<RecordingSummary, CaptureError>, Never>, onStart: (@Sendable () -> Void)?) {
         self.continuation = Mutex(continuation)
+        self.onStart = onStart
+    }
+
+    func fileOutput(_ output: MovieFileOutput, didStartRecordingTo path: String, from connections: [CaptureConnection]) {
+        onStart?()
     }
 
     func fileOutput(_ output: MovieFileOutput, didFinishRecordingTo path: String, from connections: [CaptureConnection],

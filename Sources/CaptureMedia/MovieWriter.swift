@@ -159,10 +159,15 @@ public final class MovieWriter: @unchecked Sendable {
         public var rotation: Int = 0
         /// A player should mirror the video left-right (also in the display matrix).
         public var mirrored = false
-        public init(fragmentInterval: MediaTime? = nil, rotation: Int = 0, mirrored: Bool = false) {
+        /// A fragmented MP4/MOV becomes a regular movie when it finishes (`MovieDefragmenter`), as
+        /// AVFoundation's do, so every reader hides the AAC priming; false keeps the fragments.
+        public var defragmentsOnFinish = true
+        public init(fragmentInterval: MediaTime? = nil, rotation: Int = 0, mirrored: Bool = false,
+                    defragmentsOnFinish: Bool = true) {
             self.fragmentInterval = fragmentInterval
             self.rotation = rotation
             self.mirrored = mirrored
+            self.defragmentsOnFinish = defragmentsOnFinish
         }
     }
 
@@ -322,7 +327,9 @@ public final class MovieWriter: @unchecked Sendable {
     public func appendVideo(_ buffer: PixelBuffer, frameIndex ticks: Int64) throws(CaptureError) {
         guard let video, let stream = videoStream else { throw .invalidState("this movie has no video track") }
         guard !finished else { throw .invalidState("the movie is already finished") }
-        try video.encode(buffer, ticks: ticks) { (packet) throws(CaptureError) in
+        let tick = video.settings.timeBase ?? video.settings.frameDuration
+        let forceKeyframe = keyframeDue(at: Double(ticks) * tick.seconds)
+        try video.encode(buffer, ticks: ticks, forceKeyframe: forceKeyframe) { (packet) throws(CaptureError) in
             try write(packet, timeBase: video.context.pointee.time_base, stream: stream)
         }
         videoFramesWritten += 1
@@ -378,6 +385,35 @@ public final class MovieWriter: @unchecked Sendable {
     private var audioPackets = 0
     /// Fragments flushed to disk so far (0 for unfragmented movies).
     public private(set) var fragmentsWritten = 0
+    /// The next point of the fragment grid (multiples of the interval from the file's start) at
+    /// or after which the encoder is made to start a keyframe, and the next at which a fragment is cut.
+    private var nextForcedKeyframe: Double?
+    private var nextCut: Double?
+    /// Why a finished fragmented movie stayed fragmented (it is complete and playable either way).
+    public private(set) var defragmentationFailure: CaptureError?
+    /// The encoder's latency in frames: how many frames after a frame went in its packet came out,
+    /// at most (x264's look-ahead, B-frames and frame threads). A fragment can be cut only once its
+    /// keyframe has left the encoder, so a crash loses up to this many frames more than the interval.
+    public var videoEncoderLatencyFrames: Int { max(0, (video?.maximumFramesHeld ?? 1) - 1) }
+
+    /// Whether a frame at `seconds` from the file's start must be a keyframe: the first frame at or
+    /// past each point of the fragment grid, so fragments (cut only before keyframes) come on the
+    /// requested cadence whatever the encoder's own keyframe interval (`ffmpeg -force_key_frames`).
+    private func keyframeDue(at seconds: Double) -> Bool {
+        guard let interval = fragmentInterval else { return false }
+        guard let due = nextForcedKeyframe else {
+            nextForcedKeyframe = Self.gridPoint(after: seconds, interval: interval)
+            return false  // the first frame is a keyframe anyway
+        }
+        guard seconds >= due - 1e-6 else { return false }
+        nextForcedKeyframe = Self.gridPoint(after: seconds, interval: interval)
+        return true
+    }
+
+    /// The first multiple of `interval` strictly after `seconds` (with a microsecond of slack).
+    private static func gridPoint(after seconds: Double, interval: Double) -> Double {
+        ((seconds + 1e-6) / interval).rounded(.down) * interval + interval
+    }
 
     /// Flushes the encoders and writes the trailer; the file is complete and playable afterwards.
     public func finish() throws(CaptureError) {
@@ -408,6 +444,13 @@ public final class MovieWriter: @unchecked Sendable {
         close(deleteFile: false)
         if let failure { throw failure }
         try FFmpeg.check(trailer, "writing the \(fileType.rawValue) trailer")
+        if fragmentInterval != nil, fileType != .mkv, options.defragmentsOnFinish {
+            do {
+                try MovieDefragmenter.defragment(path: path, fileType: fileType, audioSampleCount: audio?.encodedSampleCount)
+            } catch {
+                defragmentationFailure = error
+            }
+        }
     }
 
     /// Writes audio packets at once; holds each video packet until the next (see `heldVideo`).
@@ -452,11 +495,14 @@ public final class MovieWriter: @unchecked Sendable {
         try FFmpeg.check(av_interleaved_write_frame(fc, packet), "writing a packet to \(path)")
     }
 
-    /// Cuts a fragment before the first video keyframe at least one interval after the previous cut.
+    /// Cuts a fragment before the first video keyframe at or past the next point of the fragment
+    /// grid (the same grid `keyframeDue` forces keyframes on).
     private func cutFragmentIfDue(beforeVideoAt seconds: Double, isKeyframe: Bool) throws(CaptureError) {
-        guard let interval = fragmentInterval, let last = lastFragmentStart,
-              isKeyframe, seconds - last >= interval - 1e-6 else { return }
+        guard let interval = fragmentInterval, lastFragmentStart != nil, isKeyframe else { return }
+        let due = nextCut ?? interval
+        guard seconds >= due - 1e-6 else { return }
         try cutFragment(at: seconds)
+        nextCut = Self.gridPoint(after: seconds, interval: interval)
     }
 
     private func cutFragment(at seconds: Double) throws(CaptureError) {

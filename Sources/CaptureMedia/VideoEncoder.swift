@@ -151,8 +151,14 @@ final class VideoEncoder: @unchecked Sendable {
         try FFmpeg.rejectLeftovers(options.pointer, settings.codec.encoderName)
     }
 
-    /// Sends one frame (PTS in the track's ticks since the file start) and drains packets.
-    func encode(_ buffer: PixelBuffer, ticks: Int64, into sink: (UnsafeMutablePointer<AVPacket>) throws(CaptureError) -> Void) throws(CaptureError) {
+    /// The most frames the encoder has held at once before giving their packets back.
+    private(set) var maximumFramesHeld = 0
+    private var framesSent = 0
+    private var packetsReceived = 0
+
+    /// Sends one frame (PTS in the track's ticks since the file start) and drains packets;
+    /// `forceKeyframe` makes the encoder start a keyframe (IDR) at this frame.
+    func encode(_ buffer: PixelBuffer, ticks: Int64, forceKeyframe: Bool = false, into sink: (UnsafeMutablePointer<AVPacket>) throws(CaptureError) -> Void) throws(CaptureError) {
         let source: PixelBuffer
         if let jpegDecoder {
             source = try decodeJPEG(buffer, with: jpegDecoder)
@@ -166,9 +172,12 @@ final class VideoEncoder: @unchecked Sendable {
         let f = frame.frame
         try PixelBufferFrames.wrap(source, avFormat: encoderPixelFormat, into: f)
         f.pointee.pts = ticks
+        f.pointee.pict_type = forceKeyframe ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE
         let sent = avcodec_send_frame(context, f)
         av_frame_unref(f)
         try FFmpeg.check(sent, "sending a frame to the video encoder")
+        framesSent += 1
+        maximumFramesHeld = max(maximumFramesHeld, framesSent - packetsReceived)
         try drain(into: sink)
     }
 
@@ -199,6 +208,7 @@ final class VideoEncoder: @unchecked Sendable {
             let r = avcodec_receive_packet(context, packet.packet)
             if r == FFmpeg.eagain || r == FFmpeg.eof { return }
             try FFmpeg.check(r, "receiving a packet from the video encoder")
+            packetsReceived += 1
             packet.packet.pointee.duration = frameTicks
             defer { av_packet_unref(packet.packet) }
             try sink(packet.packet)

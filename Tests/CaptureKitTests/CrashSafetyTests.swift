@@ -1,5 +1,6 @@
 import CaptureKit
 import Foundation
+import Synchronization
 import Testing
 
 /// Fragmented movies survive a crash: a `capture record` process killed with SIGKILL at a seeded
@@ -39,6 +40,66 @@ import Testing
             outcomes.append("\(String(format: "%.2f", delay)) s → \(indices.count) frames")
         }
         print("crash runs: \(outcomes.joined(separator: ", "))")
+    }
+
+    /// Issue 19's promise, timed the way a user meets it: 20 real-time recordings with a 1 s fragment
+    /// interval, each killed 2–8 s after its launch, keep at least (kill time − start latency − 1 s −
+    /// the encoder's latency) of frames, where the start latency runs from the launch to the
+    /// process's own "first frame" line; every file decodes in ffmpeg (and GStreamer when installed).
+    @Test func killedRealtimeRecordingsKeepAllButOneInterval() async throws {
+        let dir = try TestSupport.temporaryDirectory()
+        let fps = 30.0
+        // The encoder's latency at this preset and size, as a finished recording reports it.
+        let probe = try TestSupport.run(CommandLineTests.binary, ["record", "--camera", "sim:back", "--duration", "1",
+                                                                  "--size", "640x480", "--pace", "virtual", "--preset", "veryfast",
+                                                                  "--fragment-interval", "1", "--json", "\(dir)/probe.mp4"])
+        let json = try JSONSerialization.jsonObject(with: Data(probe.stdout.utf8)) as? [String: Any]
+        let latencyFrames = try #require((json?["recording"] as? [String: Any])?["videoEncoderLatencyFrames"] as? Int,
+                                         "capture record --json: \(probe.stderr)")
+        // The held packet (its duration is the gap to the next) adds one frame to the encoder's latency.
+        let latency = Double(latencyFrames + 1) / fps
+        let gstreamer = (try? TestSupport.run("gst-launch-1.0", ["--version"]).status) == 0
+
+        var random = SplitMix(seed: 19)
+        var rows: [String] = []
+        for run in 0..<20 {
+            let path = "\(dir)/killed\(run).mp4"
+            let killAt = 2 + Double(random.next() % 6000) / 1000
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: CommandLineTests.binary)
+            process.arguments = ["record", "--camera", "sim:back", "--microphone", "sim:mic", "--duration", "30",
+                                 "--size", "640x480", "--pace", "realtime", "--preset", "veryfast",
+                                 "--fragment-interval", "1", path]
+            process.standardOutput = FileHandle.nullDevice
+            let stderr = Pipe()
+            process.standardError = stderr
+            let started = Mutex<Double?>(nil)
+            let launch = HostClock.now()
+            stderr.fileHandleForReading.readabilityHandler = { handle in
+                let text = String(decoding: handle.availableData, as: UTF8.self)
+                if text.contains("first frame") { started.withLock { $0 = $0 ?? (HostClock.now() - launch).seconds } }
+            }
+            try process.run()
+            try await Task.sleep(for: .milliseconds(Int(killAt * 1000)))
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            stderr.fileHandleForReading.readabilityHandler = nil
+            let startLatency = try #require(started.withLock { $0 }, "run \(run): no first frame within \(killAt) s of launch")
+
+            let decode = try TestSupport.run("ffmpeg", ["-v", "error", "-i", path, "-f", "null", "-"])
+            #expect(decode.status == 0 && decode.stderr.isEmpty, "run \(run): \(decode.stderr)")
+            if gstreamer {
+                let gst = try TestSupport.run("gst-launch-1.0", ["-q", "filesrc", "location=\(path)", "!", "decodebin", "!", "fakesink"])
+                #expect(gst.status == 0, "run \(run): GStreamer could not play the killed file: \(gst.stderr)")
+            }
+            let frames = try TestSupport.analyze(path).frameIndices.compactMap { $0 }
+            #expect(frames == Array(0..<frames.count), "run \(run): frames 0…n−1 with nothing missing")
+            let promised = Int(((killAt - startLatency - 1 - latency) * fps).rounded(.down))
+            #expect(frames.count >= promised,
+                    "run \(run): killed \(killAt) s after launch, first frame at \(startLatency) s: \(frames.count) frames kept, promised \(promised)")
+            rows.append(String(format: "%.2f s (start %.2f s) → %d frames (≥ %d)", killAt, startLatency, frames.count, promised))
+        }
+        print("killed real-time recordings (encoder latency \(latencyFrames) frames): \(rows.joined(separator: "; "))")
     }
 
     /// Polls until the file holds a movie fragment (`moof`), or fails after 120 s.
