@@ -153,6 +153,9 @@ public final class MovieFileOutput: CaptureOutput {
         var pausedTotal = MediaTime.zero
         var isPaused = false
         var resumeRequested = false
+        /// With video, the newest audio that arrived while paused: the buffer that straddles the
+        /// resuming frame's PTS comes before that frame, and its part from that PTS on belongs in the file.
+        var pausedAudio: [SampleBuffer] = []
 
         var fileStart: MediaTime { startTime + pausedTotal }
     }
@@ -562,10 +565,16 @@ public final class MovieFileOutput: CaptureOutput {
                 guard active.hasVideo else { return nil }
                 if active.isPaused {
                     guard active.resumeRequested else { return nil }
-                    // Resume: the paused span (from the last written frame's end to this frame) is cut.
+                    // Resume: the paused span (from the last written frame's end to this frame) is cut,
+                    // for audio too, to the sample: audio continues from this frame's PTS.
                     active.pausedTotal += sample.presentationTime - active.lastVideoEnd
                     active.isPaused = false
                     active.resumeRequested = false
+                    let held = active.pausedAudio
+                    active.pausedAudio = []
+                    for audio in held {
+                        if case .audio(let samples) = audio.payload { try writeAudio(audio, samples, into: &active, limit: limits.duration) }
+                    }
                 }
                 let fileTime = sample.presentationTime - active.fileStart
                 if limits.duration.isNumeric && fileTime >= limits.duration {
@@ -589,9 +598,17 @@ public final class MovieFileOutput: CaptureOutput {
                 active.lastVideoEnd = sample.presentationTime + sample.duration
             case .audio(let buffer):
                 guard active.hasAudio else { return nil }
+                if active.isPaused, active.hasVideo {
+                    // Audio runs on to the paused video's end (the last written frame's), sample-accurately;
+                    // the newest buffers wait for the resuming frame (see `pausedAudio`).
+                    let pausedAt = active.lastVideoEnd - active.fileStart
+                    try writeAudio(sample, buffer, into: &active, limit: limits.duration.isNumeric ? min(limits.duration, pausedAt) : pausedAt)
+                    active.pausedAudio = Array((active.pausedAudio + [sample]).suffix(4))
+                    return nil
+                }
                 if active.isPaused {
-                    // Audio-only files resume on audio; with video, audio waits for the resuming frame.
-                    guard !active.hasVideo, active.resumeRequested else { return nil }
+                    // Audio-only files resume on audio.
+                    guard active.resumeRequested else { return nil }
                     let written = active.fileStart + MediaTime(value: active.audioSamples, timescale: active.audioRate)
                     active.pausedTotal += sample.presentationTime - written
                     active.isPaused = false

@@ -458,6 +458,14 @@ public final class MovieWriter: @unchecked Sendable {
     private func write(_ packet: UnsafeMutablePointer<AVPacket>, timeBase: AVRational,
                        stream: UnsafeMutablePointer<AVStream>) throws(CaptureError) {
         guard formatContext != nil else { return }
+        // Matroska: FFmpeg 5.1's muxer states an encoder delay (CodecDelay) for Opus only, and would
+        // shift every track by the AAC priming to avoid its negative timestamps, moving the first
+        // video frame to 21 ms. Leaving the priming packet out keeps both tracks at 0 and every sample
+        // at its own time; the first 21 ms of audio then decode without the encoder's pre-roll.
+        if fileType == .mkv, stream == audioStream, packet.pointee.pts != FFmpeg.noPTS, packet.pointee.pts < 0 {
+            av_packet_unref(packet)
+            return
+        }
         // Counted on arrival, so size limits see a held frame too.
         packetBytes += Int64(packet.pointee.size)
         guard stream == videoStream else { return try writeNow(packet, timeBase: timeBase, stream: stream) }

@@ -198,10 +198,10 @@ struct RecordCommand: AsyncParsableCommand {
             // Ctrl-C / SIGTERM: finish the file and exit 0.
             let interrupt = SignalHandler(signals: [SIGINT, SIGTERM]) { movie.stopRecording() }
             defer { interrupt.cancel() }
-            // One line on stderr when the first frame is in: scripts (and the crash tests) learn
+            // One line on stderr when the first sample is in: scripts (and the crash tests) learn
             // when the recording really began, measured on this process's own clock.
             summary = try await movie.record(to: output) { [output] in
-                let line = "capture: recording to \(output) (first frame \(String(format: "%.3f", ProcessClock.secondsSinceLaunch())) s after launch)\n"
+                let line = "capture: recording to \(output) (first sample \(String(format: "%.3f", ProcessClock.secondsSinceLaunch())) s after launch)\n"
                 FileHandle.standardError.write(Data(line.utf8))
             }
         } catch {
@@ -258,7 +258,7 @@ struct RecordCommand: AsyncParsableCommand {
         print("  stopped: \(s.recording.stopReason), file usable: \(s.recording.fileIsUsable)"
               + (s.pace == "realtime" ? ", encoder queue high-water mark \(s.encoderQueueHighWater)" : ""))
         if s.recording.fragmentsWritten > 0 {
-            print("  fragments while recording: \(s.recording.fragmentsWritten) (then defragmented), video encoder latency \(s.recording.videoEncoderLatencyFrames) frames")
+            print("  fragments while recording: \(s.recording.fragmentsWritten)\(s.output.lowercased().hasSuffix(".mkv") ? "" : " (then defragmented)"), video encoder latency \(s.recording.videoEncoderLatencyFrames) frames")
         }
         print("  in \(String(format: "%.2f", s.wallSeconds)) s wall time (\(String(format: "%.2f", s.speed))x real time, pace \(s.pace), seed \(s.seed), \(s.recording.videoPassthrough ? "no video encoder" : "preset \(s.preset)")), peak RSS \(String(format: "%.0f", s.peakRSSMegabytes)) MB")
         if let p = s.encodingPolicy {

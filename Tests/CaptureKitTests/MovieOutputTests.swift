@@ -119,6 +119,9 @@ import Testing
         // Frames 0…29 then 60…89: exactly the paused second is missing, PTS stay continuous.
         #expect(indices == Array(0...29) + Array(60...89))
         #expect(report.droppedIndices == Array(30...59))
+        // Audio is cut at the same instants as video, to the sample: the marker after the pause stays in sync.
+        let offsets = report.syncMarkers.compactMap(\.offset)
+        #expect(!offsets.isEmpty && offsets.allSatisfy { abs($0) <= 0.001 }, "A/V offsets \(offsets) after pause/resume")
         let streams = try TestSupport.probeStreams(path)
         let videoDuration = Double(streams.first { $0["codec_type"] as? String == "video" }?["duration"] as? String ?? "") ?? 0
         #expect(abs(videoDuration - 2.0) < 0.001)
