@@ -233,7 +233,7 @@ import Testing
                 }
                 let worst = offsets.map(abs).max() ?? 0
                 if worst > 0.001 { problems.append(String(format: "re-encode A/V offset %.1f ms", worst * 1000)) }
-                reencodeText = c.frames == nil ? "audio ok" : String(format: "%d fr, A/V ≤ %.1f ms", after.count, worst * 1000)
+                reencodeText = c.frames == nil ? "re-encoded" : String(format: "%d fr, A/V ≤ %.1f ms", after.count, worst * 1000)
             }
             table.append("\(c.name) | \(Self.format(probe)) | \(Self.format(gst)) | \(Self.format(info)) | \(decodeClean ? "clean" : "errors") | \(reencodeText) | \(problems.isEmpty ? "yes" : "NO")")
             if !problems.isEmpty { disagreements.append("\(c.name) (\(c.file)): " + problems.joined(separator: "; ")) }
