@@ -43,6 +43,12 @@ public struct ALSADriver: CaptureDriver {
         return result
     }
 
+    /// Card PCMs (`hw:…`) and the PCMs the private configuration defines (found through a registry
+    /// like any other device: the compliance suite caught that they were listed but not reachable).
+    public func owns(uniqueID: String) -> Bool {
+        uniqueID.hasPrefix(scheme) || privateConfig?.defines(uniqueID) == true
+    }
+
     public func openDevice(uniqueID: String) throws(CaptureError) -> any DriverDevice {
         let config = privateConfig?.defines(uniqueID) == true ? privateConfig : nil
         guard let description = ALSAProbe.describe(name: uniqueID, localizedName: uniqueID, modelID: "alsa", config: config)

@@ -762,7 +762,7 @@ public final class DeviceRegistry: Sendable {
 
     /// The device with this unique ID; throws `deviceNotFound` naming it.
     public func device(uniqueID: String) throws(CaptureError) -> CaptureDevice {
-        for driver in drivers where uniqueID.hasPrefix(driver.scheme) {
+        for driver in drivers where driver.owns(uniqueID: uniqueID) {
             if let description = try driver.lookUpDevice(uniqueID: uniqueID) {
                 return device(for: description, driver: driver).device
             }

@@ -14,12 +14,17 @@ public protocol CaptureDriver: Sendable {
     /// The device with this unique ID, or nil. Default: searched in `discoverDevices()`; drivers
     /// whose IDs name something to open (fixture files) answer for IDs discovery does not list.
     func lookUpDevice(uniqueID: String) throws(CaptureError) -> DeviceDescription?
+    /// Whether a unique ID is this driver's to answer. Default: it starts with `scheme`; drivers
+    /// whose devices also carry other names (ALSA PCMs from a private configuration) say so here.
+    func owns(uniqueID: String) -> Bool
 }
 
 extension CaptureDriver {
     public func lookUpDevice(uniqueID: String) throws(CaptureError) -> DeviceDescription? {
         try discoverDevices().first { $0.uniqueID == uniqueID }
     }
+
+    public func owns(uniqueID: String) -> Bool { uniqueID.hasPrefix(scheme) }
 }
 
 /// A device as its driver describes it: static facts plus its formats.

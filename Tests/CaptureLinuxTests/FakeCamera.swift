@@ -22,6 +22,9 @@ final class FakeCamera: V4L2System, @unchecked Sendable {
         var streaming = false
         var failStreamOn = false
         var disconnected = false
+        /// Live mode: an endless camera whose frame n ends at `start + (n + 1) × period` on
+        /// CLOCK_MONOTONIC (set at STREAMON), like a real device, instead of the scripted `frames`.
+        var live: (periodNs: Int64, startNs: Int64, next: UInt32)?
     }
     let state = Mutex(State())
     static let bytesPerLine = 1344   // padded pitch for 640-wide YUYV (1280 visible bytes)
@@ -31,6 +34,19 @@ final class FakeCamera: V4L2System, @unchecked Sendable {
     init(frames: [Frame] = []) {
         memory = (0..<4).map { _ in UnsafeMutableRawPointer.allocate(byteCount: FakeCamera.bufferLength, alignment: 64) }
         state.withLock { $0.frames = frames }
+    }
+
+    /// An endless camera delivering a frame every `1 / fps` s of real time once streaming.
+    static func live(fps: Int64 = 30) -> FakeCamera {
+        let camera = FakeCamera()
+        camera.state.withLock { $0.live = (1_000_000_000 / fps, 0, 0) }
+        return camera
+    }
+
+    static func monotonicNanoseconds() -> Int64 {
+        var t = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &t)
+        return Int64(t.tv_sec) * 1_000_000_000 + Int64(t.tv_nsec)
     }
 
     deinit { memory.forEach { $0.deallocate() } }
@@ -75,6 +91,17 @@ final class FakeCamera: V4L2System, @unchecked Sendable {
     func poll(_ fd: Int32, wakeFD: Int32, timeoutMilliseconds: Int32) -> V4L2PollResult {
         var one: UInt8 = 0
         if read(wakeFD, &one, 1) == 1 { return .woken }
+        let liveWait = state.withLock { s -> Int64? in
+            guard let live = s.live, s.streaming, !s.disconnected else { return nil }
+            return live.startNs + Int64(live.next + 1) * live.periodNs - FakeCamera.monotonicNanoseconds()
+        }
+        if let liveWait {
+            // Wait for the next frame's end the way the kernel would: on the stream's wake-up pipe.
+            let wait = Int32(clamping: max(0, liveWait) / 1_000_000)
+            var fds = [pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
+            if Glibc.poll(&fds, 1, min(wait, timeoutMilliseconds)) > 0 { _ = read(wakeFD, &one, 1); return .woken }
+            return wait <= timeoutMilliseconds ? .readable : .timedOut
+        }
         return state.withLock { s in
             if s.disconnected { return .failed }
             return s.frames.isEmpty ? .timedOut : .readable
@@ -207,12 +234,19 @@ final class FakeCamera: V4L2System, @unchecked Sendable {
             case V4L2Request.streamOn:
                 if s.failStreamOn { return EIO }
                 s.streaming = true
+                if let live = s.live { s.live = (live.periodNs, FakeCamera.monotonicNanoseconds(), 0) }
                 return 0
             case V4L2Request.streamOff:
                 s.streaming = false
                 s.queued.removeAll()
                 return 0
             case V4L2Request.dequeueBuffer:
+                if let live = s.live, s.streaming {
+                    let end = live.startNs + Int64(live.next + 1) * live.periodNs
+                    guard end <= FakeCamera.monotonicNanoseconds() else { return EAGAIN }
+                    s.frames = [Frame(sequence: live.next, timestampNs: end, fill: UInt8(truncatingIfNeeded: 16 + live.next))]
+                    s.live = (live.periodNs, live.startNs, live.next + 1)
+                }
                 guard s.streaming, !s.frames.isEmpty, !s.queued.isEmpty else { return EAGAIN }
                 let frame = s.frames.removeFirst()
                 let index = s.queued.removeFirst()
