@@ -59,6 +59,10 @@ let package = Package(
             path: "Sources/CaptureKit"),
         // Benchmark rows for ci/bench (timing lives here, never in tests).
         .executableTarget(name: "capture-bench", dependencies: ["CaptureKit"], path: "Sources/capture-bench"),
+        // Fuzz targets (parsers of outside input) and their driver: libFuzzer under ci/fuzz, a
+        // reproducer otherwise.
+        .target(name: "CaptureFuzzTargets", dependencies: ["CaptureKit"], path: "Sources/CaptureFuzzTargets"),
+        .executableTarget(name: "capture-fuzz", dependencies: ["CaptureFuzzTargets", "CCaptureShims"], path: "Sources/capture-fuzz"),
         .executableTarget(
             name: "capture",
             dependencies: ["CaptureKit", .product(name: "ArgumentParser", package: "swift-argument-parser")],
@@ -66,7 +70,7 @@ let package = Package(
 
         .testTarget(name: "CaptureCoreTests", dependencies: ["CaptureCore"], path: "Tests/CaptureCoreTests"),
         .testTarget(name: "CaptureAnalysisTests", dependencies: ["CaptureAnalysis"], path: "Tests/CaptureAnalysisTests"),
-        .testTarget(name: "CaptureKitTests", dependencies: ["CaptureKit"], path: "Tests/CaptureKitTests"),
+        .testTarget(name: "CaptureKitTests", dependencies: ["CaptureKit", "CaptureFuzzTargets"], path: "Tests/CaptureKitTests"),
         // Host-side tests of the real backends: V4L2 against a fake kernel, ALSA on a file PCM, and the
         // compliance suite holding every driver (those two, the simulator, fixture replay) to one contract.
         .testTarget(

@@ -39,3 +39,9 @@ static void ck_alsa_silent(const char *file, int line, const char *function, int
     (void)file; (void)line; (void)function; (void)err; (void)fmt;
 }
 void ck_alsa_set_quiet(int quiet) { snd_lib_error_set_handler(quiet ? ck_alsa_silent : NULL); }
+
+extern int LLVMFuzzerRunDriver(int *argc, char ***argv, int (*callback)(const uint8_t *, size_t)) __attribute__((weak));
+
+int ck_fuzzer_run_driver(int *argc, char ***argv, int (*callback)(const uint8_t *data, size_t size)) {
+    return LLVMFuzzerRunDriver ? LLVMFuzzerRunDriver(argc, argv, callback) : -1;
+}

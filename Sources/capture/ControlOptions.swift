@@ -16,29 +16,12 @@ enum ControlOptions {
         return result
     }
 
-    /// A parsed `--format`: size, rate and optionally the pixel format (420v/420f/NV12/I420/YUYV/MJPG).
-    struct FormatRequest {
-        var dimensions: Dimensions
-        var frameRate: Int
-        var fourcc: String?
-
-        init?(_ text: String) {
-            let main = text.split(separator: ":", maxSplits: 1).map(String.init)
-            let sizeRate = main[0].split(separator: "@").map(String.init)
-            guard sizeRate.count == 2, let d = Dimensions(parsing: sizeRate[0]), let fps = Int(sizeRate[1]), fps > 0 else { return nil }
-            dimensions = d
-            frameRate = fps
-            fourcc = main.count == 2 ? main[1] : nil
-            if let fourcc, PixelFormat(name: fourcc) == nil { return nil }
-        }
-    }
-
     /// Picks the format and sets a constant frame rate (min = max duration) under the lock held by the caller.
     static func applyFormat(_ text: String, to device: CaptureDevice) throws(CaptureError) {
         guard let request = FormatRequest(text) else {
             throw .invalidArgument("--format '\(text)' must look like 1280x720@60 or 1280x720@60:420f (pixel formats: 420v, 420f, NV12, I420, YUYV, MJPG)")
         }
-        let duration = MediaTime(value: 1, timescale: Int32(request.frameRate))
+        let duration = request.frameDuration
         let match = device.formats.first { format in
             guard format.dimensions == request.dimensions, format.supports(frameDuration: duration) else { return false }
             guard let fourcc = request.fourcc else { return true }

@@ -112,7 +112,7 @@ struct RecordCommand: AsyncParsableCommand {
         guard camera != nil || microphone != nil else { throw ValidationError("give --camera, --microphone or both") }
         guard duration > 0, duration.isFinite else { throw ValidationError("--duration must be a positive number of seconds") }
         if let size, Dimensions(parsing: size) == nil { throw ValidationError("--size must look like 1280x720, not '\(size)'") }
-        if let fps, fps <= 0 { throw ValidationError("--fps must be positive") }
+        if let fps, fps <= 0 || fps > FormatRequest.maximumFrameRate { throw ValidationError("--fps must be 1…\(FormatRequest.maximumFrameRate)") }
         if let bitrate, bitrate <= 0 { throw ValidationError("--bitrate must be positive") }
         if let maxDuration, !(maxDuration > 0) { throw ValidationError("--max-duration must be positive") }
         if let maxFileSize, maxFileSize <= 0 { throw ValidationError("--max-file-size must be positive") }

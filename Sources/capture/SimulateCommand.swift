@@ -34,7 +34,7 @@ struct SimulateCommand: AsyncParsableCommand {
 
     func validate() throws {
         if let duration, !(duration > 0 && duration.isFinite) { throw ValidationError("--duration must be a positive number of seconds") }
-        if let format, ControlOptions.FormatRequest(format) == nil {
+        if let format, FormatRequest(format) == nil {
             throw ValidationError("--format '\(format)' must look like 640x480@30 or 640x480@30:YUYV (pixel formats: YUYV, I420, NV12, MJPG)")
         }
     }
@@ -96,9 +96,9 @@ struct SimulateCommand: AsyncParsableCommand {
         try device.lockForConfiguration()
         defer { device.unlockForConfiguration() }
         var written: PixelFormat?
-        if let format, let request = ControlOptions.FormatRequest(format) {
+        if let format, let request = FormatRequest(format) {
             written = request.fourcc.flatMap(PixelFormat.init(name:))
-            let duration = MediaTime(value: 1, timescale: Int32(request.frameRate))
+            let duration = request.frameDuration
             let candidates = device.formats.filter { $0.dimensions == request.dimensions && $0.supports(frameDuration: duration) }
             let choice = candidates.first { written != nil && $0.pixelFormat == written } ?? candidates.first { $0.pixelFormat?.isCompressed == false }
             guard let choice else {

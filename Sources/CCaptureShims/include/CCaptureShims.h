@@ -56,4 +56,9 @@ void ck_box_blur_columns(uint8_t *base, ptrdiff_t stride, int rowBytes, int heig
 void ck_add_noise(uint8_t *base, ptrdiff_t stride, int step, int width, int height,
                   const int16_t *tile, int tileMask, int start, int rowJump);
 
+// libFuzzer's driver when the program is linked with it (ci/fuzz builds with -sanitize=fuzzer);
+// otherwise returns -1. SwiftPM names an executable's entry point itself, so capture-fuzz calls the
+// driver from that entry point instead of using libFuzzer's own main().
+int ck_fuzzer_run_driver(int *argc, char ***argv, int (*callback)(const uint8_t *data, size_t size));
+
 #endif
