@@ -56,6 +56,10 @@ public final class JPEGCodec: @unchecked Sendable {
         return Array(UnsafeBufferPointer(start: output, count: Int(size)))
     }
 
+    /// The largest frame `decode` accepts: 16384 pixels a side, 64 Mpx.
+    public static let maximumDimension = 16_384
+    public static let maximumPixels = 64_000_000
+
     /// Decodes a JPEG: to I420 when it is 4:2:0, otherwise to packed RGB.
     public func decode(_ data: [UInt8]) throws(CaptureError) -> PixelBuffer {
         var width: Int32 = 0, height: Int32 = 0, subsampling: Int32 = 0, colorspace: Int32 = 0
@@ -63,6 +67,12 @@ public final class JPEGCodec: @unchecked Sendable {
             tjDecompressHeader3(decompressor, $0.baseAddress, UInt($0.count), &width, &height, &subsampling, &colorspace)
         }
         guard header == 0, width > 0, height > 0 else { throw failure(decompressor, "tjDecompressHeader3 (not a valid JPEG)") }
+        // A damaged or hostile header can claim any size (65535x65535 asks for 12 GB): refuse before
+        // allocating. No camera CaptureKit records from comes near the limit (8K UHD is 33 Mpx).
+        guard Int(width) <= Self.maximumDimension, Int(height) <= Self.maximumDimension,
+              Int(width) * Int(height) <= Self.maximumPixels else {
+            throw .invalidCompressedFrame("the JPEG claims \(width)x\(height) pixels, more than the \(Self.maximumDimension) per side and \(Self.maximumPixels / 1_000_000) Mpx a frame may have")
+        }
         if subsampling == Int32(TJSAMP_420.rawValue), width % 2 == 0, height % 2 == 0 {
             let out = PixelBuffer(format: .yuv420, width: Int(width), height: Int(height))
             var planes: [UnsafeMutablePointer<UInt8>?] = (0..<3).map { out.baseAddress(ofPlane: $0).assumingMemoryBound(to: UInt8.self) }

@@ -42,4 +42,17 @@ import Testing
             #expect(result.stderr.contains("Error") && !result.stderr.contains("Backtrace"), "\(arguments): \(result.stderr)")
         }
     }
+
+    /// Found by `ci/fuzz jpeg` in its first 30 s: a 187-byte JPEG whose header claims a frame of
+    /// 5.4 GB made the decoder allocate it. Now refused from the header, before any allocation.
+    @Test func aJPEGClaimingAGiganticFrameIsRefusedBeforeAllocating() throws {
+        let file = Self.fuzzFolder.appendingPathComponent("jpeg/regressions/oom-claims-5gb-frame.jpg")
+        let bytes = try [UInt8](Data(contentsOf: file))
+        #expect(throws: CaptureError.self) { _ = try JPEGCodec().decode(bytes) }
+        do {
+            _ = try JPEGCodec().decode(bytes)
+        } catch {
+            #expect(error.description.contains("claims"), "\(error)")
+        }
+    }
 }
