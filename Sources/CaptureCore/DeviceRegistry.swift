@@ -1,0 +1,92 @@
+import Foundation
+import Synchronization
+
+/// Finds devices across the registered drivers (AVCaptureDevice.DiscoverySession's engine) and
+/// keeps one device object per connected device; hot-plug drivers' adds and removes become
+/// `DeviceEvent`s.
+public final class DeviceRegistry: Sendable {
+    public let drivers: [any CaptureDriver]
+    private let known = Mutex<[String: CaptureDevice]>([:])
+    private let events = EventBroadcaster<DeviceEvent>()
+    private let observers = Mutex<(next: Int, handlers: [Int: @Sendable (DeviceEvent) -> Void])>((0, [:]))
+
+    public init(drivers: [any CaptureDriver]) {
+        self.drivers = drivers
+        for case let driver as any HotPlugDriver in drivers {
+            driver.addHotPlugHandler { [weak self] event in self?.handle(event, from: driver) }
+        }
+    }
+
+    /// All devices present now, optionally of one media type, in driver order.
+    public func devices(mediaType: MediaType? = nil) throws(CaptureError) -> [CaptureDevice] {
+        var result: [CaptureDevice] = []
+        for driver in drivers {
+            for description in try driver.discoverDevices() where mediaType == nil || description.mediaType == mediaType {
+                result.append(device(for: description, driver: driver).device)
+            }
+        }
+        return result
+    }
+
+    /// The device with this unique ID; throws `deviceNotFound` naming it.
+    public func device(uniqueID: String) throws(CaptureError) -> CaptureDevice {
+        for driver in drivers where driver.owns(uniqueID: uniqueID) {
+            if let description = try driver.lookUpDevice(uniqueID: uniqueID) {
+                return device(for: description, driver: driver).device
+            }
+        }
+        throw .deviceNotFound(uniqueID)
+    }
+
+    /// The first device of a media type (AVCaptureDevice.default(for:)).
+    public func defaultDevice(for mediaType: MediaType) -> CaptureDevice? {
+        (try? devices(mediaType: mediaType))?.first
+    }
+
+    /// The first device of a type, media type and position (AVCaptureDevice.default(_:for:position:)).
+    public func defaultDevice(deviceType: DeviceType, mediaType: MediaType?, position: DeviceDescription.Position) -> CaptureDevice? {
+        (try? DiscoverySession(deviceTypes: [deviceType], mediaType: mediaType, position: position, registry: self))?.devices.first
+    }
+
+    /// Connected/disconnected notifications as an AsyncSequence.
+    public func deviceEvents() -> AsyncStream<DeviceEvent> { events.subscribe() }
+
+    private func device(for description: DeviceDescription, driver: any CaptureDriver) -> (device: CaptureDevice, isNew: Bool) {
+        known.withLock { known in
+            if let existing = known[description.uniqueID], existing.isConnected { return (existing, false) }
+            let device = CaptureDevice(description: description, driver: driver)
+            known[description.uniqueID] = device
+            return (device, true)
+        }
+    }
+
+    /// Calls `handler` synchronously on the thread that reports each connect/disconnect (after the
+    /// registry has applied it); returns a token for `removeDeviceObserver`.
+    public func addDeviceObserver(_ handler: @escaping @Sendable (DeviceEvent) -> Void) -> Int {
+        observers.withLock { o in
+            defer { o.next += 1 }
+            o.handlers[o.next] = handler
+            return o.next
+        }
+    }
+
+    public func removeDeviceObserver(_ token: Int) {
+        _ = observers.withLock { $0.handlers.removeValue(forKey: token) }
+    }
+
+    private func handle(_ event: HotPlugEvent, from driver: any CaptureDriver) {
+        let deviceEvent: DeviceEvent
+        switch event {
+        case .added(let description):
+            let (device, isNew) = device(for: description, driver: driver)
+            guard isNew else { return }
+            deviceEvent = .connected(device)
+        case .removed(let uniqueID):
+            guard let device = known.withLock({ $0[uniqueID] }), device.isConnected else { return }
+            device.markDisconnected()
+            deviceEvent = .disconnected(device)
+        }
+        for handler in observers.withLock({ $0.handlers.sorted { $0.key < $1.key }.map(\.value) }) { handler(deviceEvent) }
+        events.send(deviceEvent)
+    }
+}
