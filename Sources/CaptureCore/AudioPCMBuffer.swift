@@ -42,10 +42,10 @@ public final class AudioPCMBuffer: @unchecked Sendable {
 
     deinit { storage.deallocate() }
 
-    /// Shortens the valid region (e.g. a device read returned fewer frames).
+    /// Shortens the valid region (e.g. a device read returned fewer frames); clamped to
+    /// 0…`frameCapacity`, since a buffer cannot hold more than it has room for.
     public func setFrameLength(_ length: Int) {
-        precondition(length >= 0 && length <= frameCapacity, "frameLength out of range")
-        frameLength = length
+        frameLength = min(max(length, 0), frameCapacity)
     }
 
     public var byteCount: Int { frameLength * format.bytesPerFrame }
@@ -58,9 +58,10 @@ public final class AudioPCMBuffer: @unchecked Sendable {
         try body(UnsafeMutableRawBufferPointer(start: storage, count: frameCapacity * format.bytesPerFrame))
     }
 
-    /// Float samples (interleaved) for float32 buffers.
+    /// Float samples (interleaved) for float32 buffers; other formats see an empty buffer (as
+    /// AVAudioPCMBuffer's `floatChannelData` is nil for them) — `floatSamples()` converts any format.
     public func withFloatSamples<R, E: Error>(_ body: (UnsafeBufferPointer<Float>) throws(E) -> R) throws(E) -> R {
-        precondition(format.sampleFormat == .float32, "buffer does not hold float samples")
+        guard format.sampleFormat == .float32 else { return try body(UnsafeBufferPointer(start: nil, count: 0)) }
         return try body(UnsafeBufferPointer(start: storage.assumingMemoryBound(to: Float.self),
                                             count: frameLength * format.channelCount))
     }

@@ -12,11 +12,13 @@ public struct MediaTime: Sendable, Hashable {
     public let timescale: Int32
     public let kind: Kind
 
+    /// A time of `value / timescale` seconds. A timescale of 0 or less makes an invalid time, as
+    /// `CMTimeMake` does (bad input is a value the API can report, never a trap).
     public init(value: Int64, timescale: Int32) {
-        precondition(timescale > 0, "MediaTime timescale must be positive")
-        self.value = value
-        self.timescale = timescale
-        self.kind = .numeric
+        let valid = timescale > 0
+        self.value = valid ? value : 0
+        self.timescale = valid ? timescale : 1
+        self.kind = valid ? .numeric : .invalid
     }
 
     private init(kind: Kind) {
