@@ -59,6 +59,8 @@ let package = Package(
             path: "Sources/CaptureKit"),
         // Benchmark rows for ci/bench (timing lives here, never in tests).
         .executableTarget(name: "capture-bench", dependencies: ["CaptureKit"], path: "Sources/capture-bench"),
+        // The long-run soak (ci/soak): RSS, file descriptors and threads sampled per minute of media.
+        .executableTarget(name: "capture-soak", dependencies: ["CaptureKit", "CCaptureShims"], path: "Sources/capture-soak"),
         // Fuzz targets (parsers of outside input) and their driver: libFuzzer under ci/fuzz, a
         // reproducer otherwise.
         .target(name: "CaptureFuzzTargets", dependencies: ["CaptureKit"], path: "Sources/CaptureFuzzTargets"),

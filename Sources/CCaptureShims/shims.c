@@ -1,4 +1,5 @@
 #include "CCaptureShims.h"
+#include <malloc.h>
 #include <errno.h>
 #include <libavutil/error.h>
 #include <libavutil/avutil.h>
@@ -45,3 +46,5 @@ extern int LLVMFuzzerRunDriver(int *argc, char ***argv, int (*callback)(const ui
 int ck_fuzzer_run_driver(int *argc, char ***argv, int (*callback)(const uint8_t *data, size_t size)) {
     return LLVMFuzzerRunDriver ? LLVMFuzzerRunDriver(argc, argv, callback) : -1;
 }
+
+int ck_release_free_memory(void) { return malloc_trim(0); }

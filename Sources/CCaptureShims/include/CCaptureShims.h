@@ -61,4 +61,8 @@ void ck_add_noise(uint8_t *base, ptrdiff_t stride, int step, int width, int heig
 // driver from that entry point instead of using libFuzzer's own main().
 int ck_fuzzer_run_driver(int *argc, char ***argv, int (*callback)(const uint8_t *data, size_t size));
 
+// Returns memory malloc keeps cached to the OS (glibc's malloc_trim(0)), so resident-memory
+// samples (capture-soak) show what is in use rather than the allocator's cache.
+int ck_release_free_memory(void);
+
 #endif

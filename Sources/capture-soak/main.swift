@@ -1,0 +1,174 @@
+import CCaptureShims
+import CaptureKit
+import Foundation
+import Synchronization
+
+// The soak: a long virtual-time run of the whole pipeline in a process of its own, sampling what
+// leaks show up in (resident memory, open file descriptors, threads) once per minute of media.
+//
+//   capture-soak [--minutes N] [--csv PATH] [--dir DIR]
+//
+// sim:back (640x480, 30 fps) + sim:mic → a movie output writing 10 s fragments into a new file every
+// 5 minutes (the finished ones are checked by ffmpeg, then deleted), a video data output, a JPEG
+// photo every 10 s, and faults on a schedule: every 997th frame lost at the camera. Prints one CSV
+// line per minute (minute, rss_kb, fds, threads, frames, photos, files) and exits 1 if, after the first
+// minute, any of the three grows by more than 5 % (fds and threads by more than 1).
+
+func argument(_ name: String) -> String? {
+    guard let i = CommandLine.arguments.firstIndex(of: name), i + 1 < CommandLine.arguments.count else { return nil }
+    return CommandLine.arguments[i + 1]
+}
+
+struct Sample { var minute: Int; var rssKB: Int; var fds: Int; var threads: Int; var frames: Int; var photos: Int; var files: Int }
+
+func processStatus() -> (rssKB: Int, threads: Int) {
+    let text = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+    func field(_ name: String) -> Int {
+        text.split(separator: "\n").first { $0.hasPrefix(name + ":") }
+            .flatMap { Int($0.split(whereSeparator: { $0 == " " || $0 == "\t" }).dropFirst().first ?? "") } ?? -1
+    }
+    return (field("VmRSS"), field("Threads"))
+}
+
+func openFileDescriptors() -> Int {
+    ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []).count
+}
+
+final class PhotoSink: PhotoCaptureDelegate, Sendable {
+    let taken = Atomic<Int>(0)
+    let failed = Atomic<Int>(0)
+    func photoOutput(_ output: PhotoOutput, didFinishProcessingPhoto photo: CapturePhoto?, error: CaptureError?) {
+        if photo != nil, error == nil { taken.wrappingAdd(1, ordering: .relaxed) } else { failed.wrappingAdd(1, ordering: .relaxed) }
+    }
+}
+
+/// Counts frames, asks for a photo every 10 s of media and samples once per minute of media.
+final class Ticker: VideoDataOutputSampleBufferDelegate, Sendable {
+    let photo: PhotoOutput
+    let photos = PhotoSink()
+    let frames = Atomic<Int>(0)
+    let files = Atomic<Int>(0)
+    let samples = Mutex<[Sample]>([])
+    let lastMinute = Atomic<Int>(0)
+    let minuteDone: @Sendable (Int) -> Void
+
+    init(photo: PhotoOutput, minuteDone: @escaping @Sendable (Int) -> Void) {
+        self.photo = photo
+        self.minuteDone = minuteDone
+    }
+
+    func dataOutput(_ output: VideoDataOutput, didOutput sample: SampleBuffer, from connection: CaptureConnection) {
+        let n = frames.wrappingAdd(1, ordering: .relaxed).newValue
+        let t = sample.presentationTime.seconds
+        if n % 300 == 0, !CommandLine.arguments.contains("--no-photos") { try? photo.capturePhoto(with: PhotoSettings(quality: 0.8), delegate: photos) }
+        let minute = Int(t / 60)
+        if minute > lastMinute.load(ordering: .relaxed) {
+            lastMinute.store(minute, ordering: .relaxed)
+            // Freed memory that malloc keeps cached is not a leak: hand it back before measuring.
+            _ = ck_release_free_memory()
+            let status = processStatus()
+            let s = Sample(minute: minute, rssKB: status.rssKB, fds: openFileDescriptors(), threads: status.threads,
+                           frames: n, photos: photos.taken.load(ordering: .relaxed), files: files.load(ordering: .relaxed))
+            samples.withLock { $0.append(s) }
+            // FileHandle writes at once (print would sit in stdio's buffer when piped).
+            FileHandle.standardOutput.write(Data("\(s.minute),\(s.rssKB),\(s.fds),\(s.threads),\(s.frames),\(s.photos),\(s.files)\n".utf8))
+            minuteDone(minute)
+        }
+    }
+}
+
+let minutes = Int(argument("--minutes") ?? "60") ?? 60
+let dir = argument("--dir") ?? (NSTemporaryDirectory() + "capture-soak-\(getpid())")
+try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+
+let scenario = SimulatorScenario()
+scenario.setVideoFaults(SimulatorScenario.VideoFaults(droppedFrames: Set(stride(from: Int64(997), to: Int64(minutes * 1800 + 1800), by: 997))),
+                        for: "sim:back")
+let registry = CaptureKit.makeRegistry(seed: 11, scenario: scenario)
+let session = CaptureSession(pace: .virtual)
+do {
+    try session.setSessionPreset(.vga640x480)
+    try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "sim:back")))
+    try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "sim:mic")))
+} catch {
+    print("capture-soak: \(error)")
+    exit(2)
+}
+let movie = MovieFileOutput()
+var settings = MovieFileOutput.Settings()
+settings.preset = .ultrafast
+movie.settings = settings
+movie.movieFragmentInterval = MediaTime(value: 10, timescale: 1)
+movie.maxRecordedDuration = MediaTime(value: 60, timescale: 1)
+let photo = PhotoOutput()
+let data = VideoDataOutput()
+let finished = DispatchSemaphore(value: 0)
+let ticker = Ticker(photo: photo) { minute in if minute >= minutes { finished.signal() } }
+data.setSampleBufferDelegate(ticker, queue: DispatchQueue(label: "soak.data"))
+do {
+    try session.addOutput(movie)
+    try session.addOutput(photo)
+    try session.addOutput(data)
+    try session.startRunning()
+} catch {
+    print("capture-soak: \(error)")
+    exit(2)
+}
+
+FileHandle.standardOutput.write(Data("minute,rss_kb,fds,threads,frames,photos,files\n".utf8))
+// Movie files of 5 minutes each, one after another, for as long as the soak runs.
+let recorder = Thread {
+    let group = DispatchGroup()
+    var index = 0
+    while ticker.lastMinute.load(ordering: .relaxed) < minutes, !CommandLine.arguments.contains("--no-movie") {
+        let path = "\(dir)/soak\(index).mp4"
+        let failure = Mutex<String?>(nil)
+        group.enter()
+        Task {
+            do {
+                _ = try await movie.record(to: path)
+                guard !CommandLine.arguments.contains("--no-file-check") else { group.leave(); return }
+                let decode = Process()
+                decode.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+                decode.arguments = ["ffmpeg", "-v", "error", "-i", path, "-f", "null", "-"]
+                let errors = Pipe()
+                decode.standardError = errors
+                try decode.run()
+                let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                decode.waitUntilExit()
+                if decode.terminationStatus != 0 || !text.isEmpty { failure.withLock { $0 = "\(path): \(text)" } }
+            } catch {
+                if ticker.lastMinute.load(ordering: .relaxed) < minutes { failure.withLock { $0 = "\(path): \(error)" } }
+            }
+            group.leave()
+        }
+        group.wait()
+        if let problem = failure.withLock({ $0 }) {
+            print("capture-soak: a recording failed: \(problem)")
+            exit(1)
+        }
+        try? FileManager.default.removeItem(atPath: path)
+        ticker.files.wrappingAdd(1, ordering: .relaxed)
+        index += 1
+    }
+}
+recorder.start()
+finished.wait()
+session.stopRunning()
+try? FileManager.default.removeItem(atPath: dir)
+
+let samples = ticker.samples.withLock { $0 }
+guard let first = samples.first, let last = samples.last, samples.count >= 2 else {
+    print("capture-soak: too few samples (\(samples.count))")
+    exit(1)
+}
+let rssGrowth = Double(samples.map(\.rssKB).max()! - first.rssKB) / Double(first.rssKB)
+let fdGrowth = samples.map(\.fds).max()! - first.fds
+let threadGrowth = samples.map(\.threads).max()! - first.threads
+print(String(format: "capture-soak: %d min, %d frames, %d photos (%d failed), %d files; after minute 1: RSS %d → max %d kB (%+.1f %%), fds %d → max %d, threads %d → max %d",
+             last.minute, last.frames, last.photos, ticker.photos.failed.load(ordering: .relaxed), last.files,
+             first.rssKB, samples.map(\.rssKB).max()!, rssGrowth * 100, first.fds, samples.map(\.fds).max()!,
+             first.threads, samples.map(\.threads).max()!))
+let flat = rssGrowth <= 0.05 && fdGrowth <= max(1, first.fds / 20) && threadGrowth <= max(1, first.threads / 20)
+print(flat ? "capture-soak: flat" : "capture-soak: GROWTH beyond 5 %")
+exit(flat ? 0 : 1)
