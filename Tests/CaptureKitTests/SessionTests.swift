@@ -206,4 +206,84 @@ private func waitUntil(_ condition: () -> Bool) async {
         #expect(movie.connection(with: .audio) == nil)
         #expect(try #require(movie.connection(with: .video)).videoOrientation == .landscapeRight)
     }
+
+    /// 1 000 start/stop cycles from four threads at once, while an output also stops the session
+    /// from its own delivery thread every few frames: nothing crashes or hangs, and once the calls
+    /// are done the session is what the last call asked for. After a final start it keeps running
+    /// (a stop left over from an earlier run, which the pump-thread stops are, does not end it);
+    /// after a final stop it has released the camera (another session can stream from it).
+    @Test func concurrentStartStopCyclesEndInTheLastCallsState() async throws {
+        let session = CaptureSession()
+        try session.setSessionPreset(.vga640x480)
+        let camera = try registry.device(uniqueID: "sim:back")
+        try session.addInput(CaptureDeviceInput(device: camera))
+        let output = VideoDataOutput()
+        let counter = FrameCounter()
+        output.setSampleBufferDelegate(counter, queue: DispatchQueue(label: "count"))
+        let stopper = PumpThreadStopper(session, every: 1)
+        try session.addOutput(output)
+        try session.addOutput(stopper)
+        let threads = 4, cycles = 250
+        let started = Mutex(0)
+        let done = DispatchGroup()
+        for _ in 0..<threads {
+            done.enter()
+            Thread {
+                for _ in 0..<cycles {
+                    if (try? session.startRunning()) != nil { started.withLock { $0 += 1 } }
+                    // Sometimes long enough for a frame (and the stopper's stop) to come.
+                    usleep(UInt32.random(in: 0...3000))
+                    session.stopRunning()
+                }
+                done.leave()
+            }.start()
+        }
+        let finished = await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: done.wait(timeout: .now() + 120) == .success) }
+        }
+        try #require(finished, "\(threads * cycles) start/stop cycles did not finish within 120 s")
+        print("concurrent start/stop: \(started.withLock { $0 }) of \(threads * cycles) starts succeeded; the stopper stopped \(stopper.stops) runs from a pump thread")
+        #expect(started.withLock { $0 } > 0)
+        stopper.disarm()
+
+        try session.startRunning()
+        #expect(session.isRunning)
+        let before = counter.count.withLock { $0 }
+        #expect(await waitFor(timeout: .seconds(30)) { counter.count.withLock { $0 } >= before + 30 }, "frames flow after the final start")
+        #expect(session.isRunning, "a stop from an earlier run stopped the final one")
+
+        session.stopRunning()
+        #expect(!session.isRunning)
+        let other = CaptureSession()
+        try other.addInput(CaptureDeviceInput(device: camera))
+        try other.startRunning()
+        other.stopRunning()
+    }
+}
+
+/// An output that calls `stopRunning()` on the session's delivery thread every `every` video frames
+/// (outputs should not; the session then stops that run just after the call returns).
+private final class PumpThreadStopper: CaptureOutput {
+    let attachment = OutputAttachment()
+    private let session: CaptureSession
+    private let every: Int
+    private let state = Mutex((armed: true, frames: 0, stops: 0))
+    init(_ session: CaptureSession, every: Int) {
+        self.session = session
+        self.every = every
+    }
+    var stops: Int { state.withLock { $0.stops } }
+    func disarm() { state.withLock { $0.armed = false } }
+    func accepts(_ mediaType: MediaType) -> Bool { mediaType == .video }
+    var demand: OutputDemand { .idle }
+    func receive(_ sample: SampleBuffer, from connection: CaptureConnection) {
+        let stop = state.withLock { s -> Bool in
+            s.frames += 1
+            guard s.armed, s.frames % every == 0 else { return false }
+            s.stops += 1
+            return true
+        }
+        if stop { session.stopRunning() }
+    }
+    func sessionDidStop() {}
 }
