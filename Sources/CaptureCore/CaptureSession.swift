@@ -339,6 +339,8 @@ public final class CaptureSession: Sendable {
             guard interrupt else { return }
             stopStreams()
             wake.signal()
+            // Delivery has ended when the interruption is reported (as after a stop).
+            if !PumpThread.isDelivering(for: self) { state.withLock { $0.pumps }.wait() }
             for output in outputs {
                 output.attachment.setRunning(false)
                 output.sessionDidStop()

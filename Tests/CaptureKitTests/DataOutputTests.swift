@@ -194,12 +194,19 @@ private final class AudioCollector: AudioDataOutputSampleBufferDelegate {
         output.setSampleBufferDelegate(collector, queue: DispatchQueue(label: "hoarder"))
         try session.addOutput(output)
         try session.startRunning()
-        try await Task.sleep(for: .milliseconds(700))
+        // The consumer ends up holding the whole pool; then wait until the camera's schedule has
+        // passed six more frames, each lost for want of a buffer (reported with the next frame).
+        await waitFor(timeout: .seconds(30)) { collector.held.withLock { $0.count } >= 8 }
+        let lastHeld = try #require(collector.held.withLock { $0.last })
+        let sixLater = lastHeld.presentationTime + MediaTime(value: 7, timescale: 30)
+        await waitFor(timeout: .seconds(30)) { HostClock.now() > sixLater }
         let heldBefore = collector.held.withLock { $0.count }
         // Release the hoard: delivery resumes.
         collector.held.withLock { $0.removeAll() }
         let deliveredAtRelease = output.deliveredFrameCount
-        try await Task.sleep(for: .milliseconds(300))
+        await waitFor(timeout: .seconds(30)) {
+            output.deliveredFrameCount > deliveredAtRelease && collector.drops.withLock { $0.count } >= 5
+        }
         session.stopRunning()
         #expect(heldBefore == 8, "the device pool has 8 buffers; the consumer held \(heldBefore)")
         #expect((output.droppedFrameCounts[.outOfBuffers] ?? 0) >= 5)
@@ -218,12 +225,16 @@ private final class AudioCollector: AudioDataOutputSampleBufferDelegate {
         movie.maxRecordedDuration = MediaTime(value: 1, timescale: 1)
         try session.addOutput(movie)
         let data = VideoDataOutput()
-        if let consumer { data.setSampleBufferDelegate(consumer, queue: DispatchQueue(label: "consumer")) }
         try session.addOutput(data)
         try session.startRunning()
         defer { session.stopRunning() }
         let path = try TestSupport.temporaryDirectory() + "/virtual.mp4"
-        let summary = try await movie.record(to: path)
+        // Only the movie wants frames until its request is in, so it starts on frame 0 either way.
+        let finished = RecordingFinished()
+        movie.startRecording(to: path, recordingDelegate: finished)
+        if let consumer { data.setSampleBufferDelegate(consumer, queue: DispatchQueue(label: "consumer")) }
+        let summary = try #require(await finished.summary(timeout: .seconds(120)))
+        #expect(finished.errors == [.recordingLimitReached(.maximumDuration)])
         #expect(summary.videoFrames == 30)
         #expect(data.droppedFrameCounts.isEmpty, "virtual pace drops nothing: \(data.droppedFrameCounts)")
         let md5 = try TestSupport.run("ffmpeg", ["-v", "error", "-i", path, "-map", "0:v", "-f", "framemd5", "-"])

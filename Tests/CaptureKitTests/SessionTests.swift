@@ -13,6 +13,14 @@ private final class FrameCounter: VideoDataOutputSampleBufferDelegate {
     }
 }
 
+/// Counts audio buffers: a running microphone is the virtual clock's witness.
+private final class AudioCounter: AudioDataOutputSampleBufferDelegate {
+    let count = Mutex(0)
+    func dataOutput(_ output: AudioDataOutput, didOutput sample: SampleBuffer, from connection: CaptureConnection) {
+        count.withLock { $0 += 1 }
+    }
+}
+
 private func waitUntil(_ condition: () -> Bool) async {
     for _ in 0..<1000 where !condition() { try? await Task.sleep(for: .milliseconds(5)) }
 }
@@ -81,10 +89,20 @@ private func waitUntil(_ condition: () -> Bool) async {
         try session.addInput(input)
         await waitUntil { counter.count.withLock { $0 } >= 10 }
         #expect(counter.count.withLock { $0 } >= 10)
+        // A microphone keeps virtual time moving; samples are merged in PTS order, so once its
+        // buffers have advanced past several frame periods, a still-running camera would have
+        // delivered frames.
+        let microphone = AudioDataOutput()
+        let heard = AudioCounter()
+        microphone.setSampleBufferDelegate(heard, queue: DispatchQueue(label: "heard"))
+        try session.addOutput(microphone)
+        try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "sim:mic")))
         session.removeInput(input)
-        let after = counter.count.withLock { $0 }
-        try await Task.sleep(for: .milliseconds(100))
-        #expect(counter.count.withLock { $0 } <= after + 1, "no frames once the input is gone")
+        let after = output.deliveredFrameCount
+        let buffersAtRemoval = heard.count.withLock { $0 }
+        // 20 buffers of 1024 samples at 48 kHz ≈ 0.43 s ≈ 13 frame periods.
+        #expect(await waitFor(timeout: .seconds(30)) { heard.count.withLock { $0 } >= buffersAtRemoval + 20 })
+        #expect(output.deliveredFrameCount <= after + 1, "no frames once the input is gone")
         let late = VideoDataOutput()
         #expect(session.canAddOutput(late))
         try session.addOutput(late)
@@ -141,9 +159,11 @@ private func waitUntil(_ condition: () -> Bool) async {
         let availability = DeviceAvailability.shared
         availability.markUnavailable(device, reason: .videoDeviceNotAvailableDueToSystemPressure)
         #expect(session.isInterrupted && !session.isRunning)
-        let during = counter.count.withLock { $0 }
-        try await Task.sleep(for: .milliseconds(50))
-        #expect(counter.count.withLock { $0 } <= during + 1)
+        // Delivery has ended when the interruption is reported: wait for the event, then the
+        // count must not have moved since markUnavailable returned.
+        let during = output.deliveredFrameCount
+        #expect(await waitFor(timeout: .seconds(30)) { seen.withLock { $0.contains { $0.hasPrefix("interrupted") } } })
+        #expect(output.deliveredFrameCount == during, "frames delivered during the interruption")
         availability.markAvailable(device)
         #expect(session.isRunning)
         await waitUntil { counter.count.withLock { $0 } >= during + 10 }

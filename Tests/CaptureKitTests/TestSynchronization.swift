@@ -14,6 +14,17 @@ func waitFor(timeout: Duration, _ condition: () -> Bool) async -> Bool {
     return true
 }
 
+extension MovieFileOutput {
+    /// Returns once every delegate callback queued so far has run: a request that fails at once
+    /// (here: a file name without a movie extension) queues its finish behind them on the
+    /// output's one serial delegate queue.
+    func flushDelegateQueue() async {
+        let probe = RecordingFinished()
+        startRecording(to: NSTemporaryDirectory() + "capturekit-flush-\(UUID().uuidString).invalid", recordingDelegate: probe)
+        await waitFor(timeout: .seconds(30)) { probe.finishCount > 0 }
+    }
+}
+
 /// A recording delegate that counts every callback, so a test can wait for the finish and then
 /// assert how many there were.
 final class RecordingFinished: CaptureFileOutputRecordingDelegate {
