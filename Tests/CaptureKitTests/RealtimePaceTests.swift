@@ -81,8 +81,10 @@ import Testing
         print("slow encoder (200 ms/frame, 100 ms period): recording camera's pump intervals \(pump); control camera's \(control); encoder queue high-water \(output.encoderQueueDepth.highWater)")
         #expect(pump.count == frames - 1)
         #expect(pump.median < 125, "the pump's median delivery interval is \(pump.median) ms for a 100 ms frame period")
-        // A loaded machine delays both pumps alike: the tail may exceed the period only as much as the control's does.
-        #expect(pump.p95 < max(150, control.p95 + 50), "p95 \(pump.p95) ms vs the control camera's \(control.p95) ms")
+        // A loaded machine delays both pumps alike: the tail may exceed the period only about as much
+        // as the control's does (with 19 intervals p95 is the longest one; before the fix it was the
+        // encode time, ≈ 205 ms, against the control's ≈ 102 ms).
+        #expect(pump.p95 < max(150, control.p95 + 75), "p95 \(pump.p95) ms vs the control camera's \(control.p95) ms")
         #expect(output.encoderQueueDepth.highWater > 2, "the encoder was slow enough to queue frames")
         #expect(summary.videoFrames >= frames - 1, "queued frames are written, not dropped (\(summary.videoFrames))")
     }
