@@ -97,6 +97,7 @@ public final class SimulatorScenario: Sendable {
         var disconnected: Set<String> = []
         var externalLocks: [String: String] = [:]
         var videoFaults: [String: VideoFaults] = [:]
+        var bufferStarvationTimeout: Duration = .seconds(10)
         var handlers: [@Sendable (String, Bool) -> Void] = []
     }
 
@@ -186,6 +187,14 @@ public final class SimulatorScenario: Sendable {
     }
 
     func videoFaults(_ uniqueID: String) -> VideoFaults? { state.withLock { $0.videoFaults[uniqueID] } }
+
+    /// Virtual pace: how long (wall time) a simulated camera waits for a consumer to return one of
+    /// its buffers before it reports `buffersNotReturned` (default 10 s: far beyond any honest
+    /// consumer's delay, short enough to end a deadlocked test).
+    public var bufferStarvationTimeout: Duration {
+        get { state.withLock { $0.bufferStarvationTimeout } }
+        set { state.withLock { $0.bufferStarvationTimeout = newValue } }
+    }
 
     func requireAuthorization(_ mediaType: MediaType) throws(CaptureError) {
         let status = authorizationStatus(for: mediaType)
@@ -297,8 +306,9 @@ final class SimulatedVideoStream: DriverStream {
                 scriptedLoss = true
                 continue
             }
-            guard let buffer = acquireBuffer() else {
-                // Every buffer is held by a consumer: this frame is lost, as on a device.
+            guard let buffer = try acquireBuffer() else {
+                if stopSignal.isStopped { return nil }
+                // Real time: every buffer is held by a consumer, so this frame is lost, as on a device.
                 lost += 1
                 continue
             }
@@ -313,20 +323,27 @@ final class SimulatedVideoStream: DriverStream {
         }
     }
 
-    /// Real time: a buffer now or the frame is lost. Virtual time: wait up to one second of wall
-    /// time for a consumer to release one (well-behaved consumers never lose frames), then give up.
-    private func acquireBuffer() -> PixelBuffer? {
-        if let buffer = pool.makeBuffer() { return buffer }
-        guard configuration.pace == .virtual else { return nil }
-        let deadline = HostClock.now() + MediaTime(value: 1, timescale: 1)
-        while HostClock.now() < deadline, !stopSignal.isStopped {
-            if let buffer = pool.makeBuffer() { return buffer }
-            _ = stopSignal.sleep(untilHostTime: HostClock.now() + MediaTime(value: 1, timescale: 1000))
+    /// Real time: a buffer now, or nil and the frame is lost. Virtual time: virtual time stops
+    /// until a consumer returns a buffer, however long that takes, so what is captured never
+    /// depends on how fast consumers are; nil only when stopped. A consumer that keeps every
+    /// buffer for `scenario.bufferStarvationTimeout` of wall time is reported as a deadlock
+    /// (`buffersNotReturned`: the session posts it as a runtime error and stops).
+    private func acquireBuffer() throws(CaptureError) -> PixelBuffer? {
+        guard configuration.pace == .virtual else { return pool.makeBuffer() }
+        let timeout = camera.scenario.bufferStarvationTimeout
+        switch pool.waitForBuffer(timeout: timeout, isCancelled: { stopSignal.isStopped }) {
+        case .buffer(let buffer): return buffer
+        case .cancelled: return nil
+        case .timedOut:
+            throw .buffersNotReturned(device: camera.profile.uniqueID, buffers: Self.bufferCount,
+                                      seconds: Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18)
         }
-        return nil
     }
 
-    func stop() { stopSignal.stop() }
+    func stop() {
+        stopSignal.stop()
+        pool.wakeWaiters()
+    }
 }
 
 /// Tone buffers: PTS exactly `firstSample / sampleRate` (plus the start time in real time).

@@ -3,8 +3,15 @@
 // are bit-identical to the scalar Swift they replace.
 #include "CCaptureShims.h"
 
-// An AVX2 copy of each loop next to the baseline one, picked at load time (ifunc).
-#if defined(__x86_64__) && defined(__clang__)
+// An AVX2 copy of each loop next to the baseline one, picked at load time (ifunc). Not under
+// ThreadSanitizer: the ifunc resolvers would run instrumented before its runtime has started
+// (the test binary crashes while loading). Both copies compute the same bytes.
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define CK_NO_IFUNC 1
+#endif
+#endif
+#if defined(__x86_64__) && defined(__clang__) && !defined(CK_NO_IFUNC)
 #define CK_VECTOR __attribute__((target_clones("avx2", "default")))
 #else
 #define CK_VECTOR

@@ -189,9 +189,13 @@ public protocol CaptureOutput: AnyObject, Sendable {
     /// Which media this output takes.
     func accepts(_ mediaType: MediaType) -> Bool
     /// Whether the output takes samples now. A virtual-time session advances while some output is
-    /// `ready` and none is `busy`; `idle` outputs (nothing to do) never hold it back.
+    /// `ready` and none is `busy`; `idle` outputs (nothing to do) never hold it back. Call
+    /// `attachment.demandChanged()` whenever it may have become `ready` or stopped being `busy`:
+    /// a waiting virtual-time session re-checks only then.
     var demand: OutputDemand { get }
-    /// One sample from one of the output's connections. Must not call `stopRunning` synchronously.
+    /// One sample from one of the output's connections, on the session's delivery thread. Calling
+    /// `stopRunning` here stops the session just after the call returns (not before it returns);
+    /// `startRunning` here throws.
     func receive(_ sample: SampleBuffer, from connection: CaptureConnection)
     /// The session stopped (or the output was removed): finish whatever is in progress.
     func sessionDidStop()

@@ -57,6 +57,11 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
     case unsupportedFixtureVersion(path: String, version: String, supported: Int)
     /// A video output node (a v4l2loopback device) cannot take frames; `problem` says why.
     case videoOutputFailed(path: String, problem: VideoOutputProblem)
+    /// Virtual pace: every buffer of the device's pool stayed out for `seconds` of wall time, so
+    /// virtual time could not advance (a consumer keeps frames and never lets one go). The
+    /// simulator waits this long (`SimulatorScenario.bufferStarvationTimeout`, default 10 s)
+    /// instead of dropping a frame, so slow consumers never change what is captured.
+    case buffersNotReturned(device: String, buffers: Int, seconds: Double)
 
     /// True when the error still leaves a complete, playable file (a limit was reached).
     public var recordingFinishedSuccessfully: Bool {
@@ -132,6 +137,8 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
             return "fixture \(path) has format version \(version), but this build reads versions up to \(supported); record it again with this build"
         case .videoOutputFailed(let path, let problem):
             return "cannot write video to \(path): \(problem)"
+        case .buffersNotReturned(let device, let buffers, let seconds):
+            return "'\(device)' has had all \(buffers) of its buffers held for \(seconds) s, so virtual time cannot advance; a consumer keeps sample buffers: release them when done (copy the pixels to keep them)"
         }
     }
 }

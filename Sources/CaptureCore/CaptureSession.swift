@@ -1,5 +1,8 @@
 import Foundation
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Something that happened to a session (AVCaptureSession's notifications).
 public enum SessionEvent: Sendable {
@@ -29,6 +32,9 @@ public final class CaptureSession: Sendable {
     private let events = EventBroadcaster<SessionEvent>()
     /// Wakes the virtual-time pump when demand or the stream set changes, or the session stops.
     private let wake = NSConditionBox()
+    /// Serialises starting, stopping and interruptions, each of which may take a while (streams
+    /// start, pumps are joined): a stop never interleaves with a start. Pump threads never take it.
+    private let transitions = NSLock()
     private let availabilityToken = Mutex<Int?>(nil)
 
     struct State {
@@ -46,6 +52,8 @@ public final class CaptureSession: Sendable {
         var virtualNow = MediaTime.zero
         var hostAnchor = MediaTime.zero
         var pumps = DispatchGroup()
+        /// Which run this is: bumped by every start and every resume after an interruption. Stops
+        /// requested from inside a run (a failed or ended stream, a pump thread) stop only that run.
         var generation = 0
     }
 
@@ -228,6 +236,11 @@ public final class CaptureSession: Sendable {
 
     /// Starts every input's stream and returns once running; throws (and posts a runtime error) on failure.
     public func startRunning() throws(CaptureError) {
+        guard !PumpThread.isDelivering(for: self) else {
+            throw .invalidState("startRunning() on the session's own delivery thread (inside an output's receive); call it from another thread")
+        }
+        transitions.lock()
+        defer { transitions.unlock() }
         try state.withLock { (s: inout State) throws(CaptureError) in
             guard s.configurationDepth == 0 else {
                 throw CaptureError.invalidState("startRunning() inside beginConfiguration/commitConfiguration; commit first")
@@ -263,19 +276,35 @@ public final class CaptureSession: Sendable {
     }
 
     /// Stops every stream, waits for delivery to end, then lets outputs finish (a recording finalizes).
+    /// On one of this session's delivery threads (an output's `receive`), where waiting for delivery
+    /// to end would wait for the caller itself, the stop happens just after the call returns, on
+    /// another thread, and only if the session is still in the run the call came from.
     public func stopRunning() {
+        guard !PumpThread.isDelivering(for: self) else {
+            let generation = state.withLock { $0.generation }
+            DispatchQueue.global().async { self.stop(generation: generation) }
+            return
+        }
+        stop(generation: nil)
+    }
+
+    /// Which run the session is in (see `State.generation`).
+    var runGeneration: Int { state.withLock { $0.generation } }
+
+    /// Stops the session, or only the run `generation` (nil: whichever runs).
+    func stop(generation: Int?) {
+        transitions.lock()
+        defer { transitions.unlock() }
         let wasRunning = state.withLock { s -> Bool in
-            defer {
-                s.wantsRunning = false
-                s.interruption = nil
-            }
-            return s.wantsRunning
+            guard s.wantsRunning, generation == nil || generation == s.generation else { return false }
+            s.wantsRunning = false
+            s.interruption = nil
+            return true
         }
         guard wasRunning else { return }
         stopStreams()
         wake.signal()
-        let pumps = state.withLock { $0.pumps }
-        if !Thread.current.isCaptureKitPump { pumps.wait() }
+        state.withLock { $0.pumps }.wait()
         for output in outputs {
             output.attachment.setRunning(false)
             output.sessionDidStop()
@@ -296,6 +325,8 @@ public final class CaptureSession: Sendable {
 
     /// Interrupts when one of our devices becomes unavailable; resumes when all are back, unless stopped.
     private func availabilityChanged(_ change: DeviceAvailability.Change) {
+        transitions.lock()
+        defer { transitions.unlock() }
         let mine = inputs.map(\.device)
         switch change {
         case .unavailable(let device, let reason):
@@ -308,6 +339,8 @@ public final class CaptureSession: Sendable {
             guard interrupt else { return }
             stopStreams()
             wake.signal()
+            // Delivery has ended when the interruption is reported (as after a stop).
+            if !PumpThread.isDelivering(for: self) { state.withLock { $0.pumps }.wait() }
             for output in outputs {
                 output.attachment.setRunning(false)
                 output.sessionDidStop()
@@ -376,7 +409,8 @@ public final class CaptureSession: Sendable {
     private func spawn(name: String, _ body: @escaping @Sendable () -> Void) {
         let group = state.withLock { $0.pumps }
         group.enter()
-        let thread = Thread {
+        let thread = Thread { [self] in
+            PumpThread.markDelivering(for: self)
             body()
             group.leave()
         }
@@ -402,21 +436,22 @@ public final class CaptureSession: Sendable {
 
     /// A stream failed (e.g. its device was unplugged): as AVFoundation, the session posts the
     /// runtime error and stops, so outputs finish (a recording finalizes a playable file).
-    private func streamFailed(_ entry: StreamEntry, _ error: CaptureError) {
+    private func streamFailed(_ entry: StreamEntry, _ error: CaptureError, generation: Int) {
         stop(entry)
         if case .deviceDisconnected = error { entry.input.device.markDisconnected() }
         events.send(.runtimeError(error))
-        // Off the delivery thread: stopRunning waits for the pumps, this one included.
-        DispatchQueue.global().async { self.stopRunning() }
+        // Off the delivery thread (stopping waits for the pumps, this one included), and only this
+        // run: a new start in the meantime keeps running.
+        DispatchQueue.global().async { self.stop(generation: generation) }
     }
 
     /// A stream reported its end (a replayed fixture ran out): once every stream has ended the
     /// session stops, so outputs finish (a recording finalizes its file).
-    private func streamEnded(_ entry: StreamEntry) {
+    private func streamEnded(_ entry: StreamEntry, generation: Int) {
         stop(entry)
         events.send(.streamEnded(deviceID: entry.input.device.uniqueID))
         if state.withLock({ $0.streams.isEmpty }) {
-            DispatchQueue.global().async { self.stopRunning() }
+            DispatchQueue.global().async { self.stop(generation: generation) }
         }
     }
 
@@ -441,10 +476,10 @@ public final class CaptureSession: Sendable {
                         if let sample = try entry.stream.nextSample() {
                             pending[ObjectIdentifier(entry)] = sample
                         } else {
-                            streamEnded(entry)
+                            streamEnded(entry, generation: generation)
                         }
                     } catch {
-                        streamFailed(entry, error)
+                        streamFailed(entry, error, generation: generation)
                     }
                 }
                 // Earliest PTS first; video wins ties so a recording can start on a frame.
@@ -474,16 +509,17 @@ public final class CaptureSession: Sendable {
 
     /// Real time: deliver each sample as its device produces it.
     private func spawnRealtimePump(_ entry: StreamEntry) {
+        let generation = state.withLock { $0.generation }
         spawn(name: "CaptureKit.pump.\(entry.input.device.uniqueID)") { [self] in
             while !entry.stopSignal.isStopped {
                 do throws(CaptureError) {
                     guard let sample = try entry.stream.nextSample() else {
-                        if !entry.stopSignal.isStopped { streamEnded(entry) }
+                        if !entry.stopSignal.isStopped { streamEnded(entry, generation: generation) }
                         return
                     }
                     deliver(sample, from: entry.input)
                 } catch {
-                    if !entry.stopSignal.isStopped { streamFailed(entry, error) }
+                    if !entry.stopSignal.isStopped { streamFailed(entry, error, generation: generation) }
                     return
                 }
             }
@@ -512,9 +548,24 @@ final class DeviceUsage: Sendable {
     }
 }
 
-extension Thread {
-    /// True on a session's delivery thread, where waiting for that thread would deadlock.
-    var isCaptureKitPump: Bool { name?.hasPrefix("CaptureKit.pump") ?? false }
+/// Marks each session's delivery threads (a thread-local value naming the session), so a session
+/// knows when it is called on one of its own pumps, where waiting for the pumps would deadlock.
+enum PumpThread {
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        precondition(pthread_key_create(&key, nil) == 0, "no thread-local key left")
+        return key
+    }()
+
+    /// Called first on a new pump thread. The session is not retained: the value is only compared.
+    static func markDelivering(for session: CaptureSession) {
+        pthread_setspecific(key, Unmanaged.passUnretained(session).toOpaque())
+    }
+
+    /// True on one of `session`'s pump threads.
+    static func isDelivering(for session: CaptureSession) -> Bool {
+        pthread_getspecific(key) == Unmanaged.passUnretained(session).toOpaque()
+    }
 }
 
 /// A condition a thread can wait on until a predicate clears; signalled from any thread.
@@ -528,12 +579,14 @@ final class NSConditionBox: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// Waits while `predicate` holds, re-checking on every signal (and every 100 ms as a safety net).
+    /// Waits while `predicate` holds, re-checking on every signal. No wake-up is lost: whoever
+    /// changes what the predicate reads signals afterwards, and `signal` takes this condition's
+    /// lock, which the waiter holds from its check until `wait` releases it.
     func wait(while predicate: () -> Bool) {
         condition.lock()
         defer { condition.unlock() }
         while predicate() {
-            _ = condition.wait(until: Date(timeIntervalSinceNow: 0.1))
+            condition.wait()
         }
     }
 }

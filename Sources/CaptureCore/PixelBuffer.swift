@@ -1,3 +1,4 @@
+import Foundation
 import Synchronization
 
 /// One frame's pixels in planes with strides, backed by memory drawn from a `PixelBufferPool`.
@@ -125,6 +126,9 @@ public final class PixelBufferPool: Sendable {
     public let maximumBufferCount: Int?
     private let byteCount: Int
     private let state = Mutex(State())
+    /// Signalled when a buffer of a bounded pool returns (or `wakeWaiters` is called), for
+    /// `waitForBuffer`; it guards no state of its own.
+    private let returned = NSCondition()
 
     struct State {
         var free: [PixelStorage] = []
@@ -165,6 +169,43 @@ public final class PixelBufferPool: Sendable {
             state.outstanding -= 1
             state.free.append(storage)
         }
+        if maximumBufferCount != nil { wakeWaiters() }
+    }
+
+    /// How `waitForBuffer` ended.
+    public enum WaitOutcome: Sendable {
+        case buffer(PixelBuffer)
+        /// `isCancelled` became true (the waiter was woken by `wakeWaiters`).
+        case cancelled
+        /// No buffer came back within the timeout.
+        case timedOut
+    }
+
+    /// A buffer from the pool, waiting for one to be returned when all are out. Wakes on each
+    /// return (no polling); `timeout` is wall time and only bounds a wait that would otherwise
+    /// never end. Call `wakeWaiters()` after making `isCancelled` true.
+    public func waitForBuffer(timeout: Duration, isCancelled: () -> Bool) -> WaitOutcome {
+        if let buffer = makeBuffer() { return .buffer(buffer) }
+        let deadline = Date(timeIntervalSinceNow: Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18)
+        returned.lock()
+        defer { returned.unlock() }
+        // A return between a failed `makeBuffer` and `wait` cannot be missed: `recycle` signals
+        // under `returned`'s lock, which this thread holds until `wait` releases it.
+        while true {
+            if let buffer = makeBuffer() { return .buffer(buffer) }
+            if isCancelled() { return .cancelled }
+            if !returned.wait(until: deadline) {
+                if let buffer = makeBuffer() { return .buffer(buffer) }
+                return isCancelled() ? .cancelled : .timedOut
+            }
+        }
+    }
+
+    /// Wakes every `waitForBuffer` so it re-checks its cancellation.
+    public func wakeWaiters() {
+        returned.lock()
+        returned.broadcast()
+        returned.unlock()
     }
 
     /// How many buffers were ever allocated; constant in steady state.

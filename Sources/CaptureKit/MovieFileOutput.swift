@@ -121,7 +121,15 @@ public final class MovieFileOutput: CaptureOutput {
     /// the delivery thread: the session simply waits, and the result is deterministic.
     private let writerQueue = DispatchQueue(label: "CaptureKit.MovieFileOutput.writer")
     private let queueDepth = Mutex((current: 0, highWater: 0))
+    /// What the app and the device thread see: the phase, pause requests, settings, limits and
+    /// the progress published after each write. Held only for short decisions, never while
+    /// encoding, so the real-time `receive` on the device's thread never waits for the encoder.
     private let state = Mutex(State())
+    /// The file being written (the `MovieWriter` and its timeline). Taken only where samples are
+    /// written: the writer queue in real time, the delivery thread in virtual pace, and `end` (which
+    /// runs on the writer queue in real time). Lock order: `writing`, then `state`.
+    private let writing = Mutex(Writing())
+    private let encodeDelay = Mutex(Duration.zero)
 
     private struct Request {
         let path: String
@@ -151,28 +159,41 @@ public final class MovieFileOutput: CaptureOutput {
         var lastTicks: Int64 = -1
         /// Session time cut out by pauses; file time = PTS − start − pausedTotal.
         var pausedTotal = MediaTime.zero
-        var isPaused = false
-        var resumeRequested = false
         /// With video, the newest audio that arrived while paused: the buffer that straddles the
         /// resuming frame's PTS comes before that frame, and its part from that PTS on belongs in the file.
         var pausedAudio: [SampleBuffer] = []
 
         var fileStart: MediaTime { startTime + pausedTotal }
+        /// Media written so far.
+        var duration: MediaTime { hasVideo ? lastVideoEnd - fileStart : MediaTime(value: audioSamples, timescale: audioRate) }
     }
 
     private enum Phase {
         case idle
         case waiting(Request)
-        case recording(Active)
+        case recording(Request)
     }
 
-    private struct State {
-        var phase = Phase.idle
+    /// Whether a sample passes a pause: written, written as the first after a resume, or left out.
+    private enum PauseGate { case open, resume, closed }
+
+    /// Owned by whoever writes samples (see `writing`).
+    private struct Writing {
+        /// The open file; set exactly while `State.phase` is `.recording`.
+        var active: Active?
         /// Audio that arrived while waiting for the first video frame; the part at or after that
         /// frame's PTS is written once recording begins (real-time audio often arrives first).
         var audioBacklog: [SampleBuffer] = []
         /// Pass-through frames skipped as damaged while waiting for the first good one.
         var invalidBeforeStart: (count: Int, problem: String?) = (0, nil)
+    }
+
+    private struct State {
+        var phase = Phase.idle
+        var isPaused = false
+        var resumeRequested = false
+        /// Published by the writing side after each sample, for `recordedDuration`/`recordedFileSize`.
+        var progress = (duration: MediaTime.zero, bytes: Int64(0))
         var settings = Settings()
         var connectionSettings: [ObjectIdentifier: Settings] = [:]
         var maxRecordedDuration = MediaTime.invalid
@@ -247,22 +268,22 @@ public final class MovieFileOutput: CaptureOutput {
     }
 
     public var isRecordingPaused: Bool {
-        state.withLock { if case .recording(let a) = $0.phase { return a.isPaused } else { return false } }
+        state.withLock { if case .recording = $0.phase { return $0.isPaused } else { return false } }
     }
 
-    /// Media written so far in the current recording.
+    /// Media written so far in the current recording (as of the last sample written).
     public var recordedDuration: MediaTime {
         state.withLock { s in
-            guard case .recording(let a) = s.phase else { return .zero }
-            return a.hasVideo ? a.lastVideoEnd - a.fileStart : MediaTime(value: a.audioSamples, timescale: a.audioRate)
+            guard case .recording = s.phase else { return .zero }
+            return s.progress.duration
         }
     }
 
-    /// Bytes written so far in the current recording.
+    /// Bytes written so far in the current recording (as of the last sample written).
     public var recordedFileSize: Int64 {
         state.withLock { s in
-            guard case .recording(let a) = s.phase else { return 0 }
-            return a.writer.bytesWritten
+            guard case .recording = s.phase else { return 0 }
+            return s.progress.bytes
         }
     }
 
@@ -282,8 +303,9 @@ public final class MovieFileOutput: CaptureOutput {
         let accepted = state.withLock { s -> Bool in
             guard case .idle = s.phase else { return false }
             s.phase = .waiting(request)
-            s.audioBacklog = []
-            s.invalidBeforeStart = (0, nil)
+            s.isPaused = false
+            s.resumeRequested = false
+            s.progress = (.zero, 0)
             return true
         }
         guard accepted else {
@@ -309,10 +331,9 @@ public final class MovieFileOutput: CaptureOutput {
     /// Stops writing; samples until `resumeRecording` are left out of the file.
     public func pauseRecording() {
         state.withLock { s in
-            guard case .recording(var a) = s.phase else { return }
-            a.isPaused = true
-            a.resumeRequested = false
-            s.phase = .recording(a)
+            guard case .recording = s.phase else { return }
+            s.isPaused = true
+            s.resumeRequested = false
         }
     }
 
@@ -320,9 +341,8 @@ public final class MovieFileOutput: CaptureOutput {
     /// timestamps continue where they stopped.
     public func resumeRecording() {
         state.withLock { s in
-            guard case .recording(var a) = s.phase, a.isPaused else { return }
-            a.resumeRequested = true
-            s.phase = .recording(a)
+            guard case .recording = s.phase, s.isPaused else { return }
+            s.resumeRequested = true
         }
     }
 
@@ -410,54 +430,106 @@ public final class MovieFileOutput: CaptureOutput {
                             sequenceNumber: sample.sequenceNumber, discontinuity: sample.discontinuity)
     }
 
+    /// Test hook: an extra delay per recorded video frame where frames are encoded (the writer
+    /// queue in real time), standing in for a slow encoder.
+    @_spi(Testing) public var testingEncodeDelay: Duration {
+        get { encodeDelay.withLock { $0 } }
+        set { encodeDelay.withLock { $0 = newValue } }
+    }
+
+    /// Writes one sample where samples are written (see `writing`). `state` is locked only to read
+    /// what to do and to publish progress, never while encoding or muxing.
     private func process(_ sample: SampleBuffer, from connection: CaptureConnection) {
-        let outcome: Outcome? = state.withLock { s -> Outcome? in
+        let demandChanged = writing.withLock { w in
+            handle(step(sample, &w), &w)
+        }
+        if demandChanged { attachment.demandChanged() }
+    }
+
+    private func step(_ sample: SampleBuffer, _ w: inout Writing) -> Outcome? {
+        enum Plan {
+            case ignore
+            case wait(Request, State)
+            case write(PauseGate, Limits)
+        }
+        let plan = state.withLock { s -> Plan in
             switch s.phase {
             case .idle:
-                return nil
+                return .ignore
             case .waiting(let request):
-                let hasVideo = request.connections.contains { $0.mediaType == .video }
-                // Start on a video frame when there is video, so the file opens on a keyframe.
-                guard sample.mediaType == .video || !hasVideo else {
-                    s.audioBacklog.append(sample)
-                    // Keep about half a second: enough to cover any buffer spanning the start.
-                    let horizon = sample.presentationTime - MediaTime(value: 1, timescale: 2)
-                    s.audioBacklog.removeAll { $0.presentationTime + $0.duration < horizon }
-                    return nil
-                }
-                if let problem = invalidPassthroughFrame(sample, request: request, state: s) {
-                    // Copying, and this first frame is damaged: start with the next good one.
-                    s.invalidBeforeStart.count += 1
-                    s.invalidBeforeStart.problem = s.invalidBeforeStart.problem ?? problem
-                    return nil
-                }
-                let backlog = s.audioBacklog
-                s.audioBacklog = []
-                let limits = Limits(s)
-                do throws(CaptureError) {
-                    var active = try begin(request, with: sample, state: s)
-                    active.invalidFrames = s.invalidBeforeStart.count
-                    active.invalidFrameProblem = s.invalidBeforeStart.problem
-                    s.phase = .recording(active)
-                } catch {
-                    s.phase = .idle
-                    return .failed(request, error)
-                }
-                guard case .recording(var active) = s.phase else { return nil }
-                var result = write(sample, into: &active, limits: limits)
-                for audio in backlog {
-                    guard result == nil else { break }
-                    result = write(audio, into: &active, limits: limits)
-                }
-                s.phase = .recording(active)
-                return .started(request, then: result)
-            case .recording(var active):
-                let result = write(sample, into: &active, limits: Limits(s))
-                s.phase = .recording(active)
-                return result
+                return .wait(request, s)
+            case .recording:
+                guard let active = w.active else { return .ignore }
+                guard s.isPaused else { return .write(.open, Limits(s)) }
+                // Resume on a video frame (on audio for audio-only files).
+                let resumes = sample.mediaType == .video ? active.hasVideo : active.hasAudio && !active.hasVideo
+                guard s.resumeRequested && resumes else { return .write(.closed, Limits(s)) }
+                s.isPaused = false
+                s.resumeRequested = false
+                return .write(.resume, Limits(s))
             }
         }
-        handle(outcome)
+        switch plan {
+        case .ignore:
+            return nil
+        case .wait(let request, let s):
+            let hasVideo = request.connections.contains { $0.mediaType == .video }
+            // Start on a video frame when there is video, so the file opens on a keyframe.
+            guard sample.mediaType == .video || !hasVideo else {
+                w.audioBacklog.append(sample)
+                // Keep about half a second: enough to cover any buffer spanning the start.
+                let horizon = sample.presentationTime - MediaTime(value: 1, timescale: 2)
+                w.audioBacklog.removeAll { $0.presentationTime + $0.duration < horizon }
+                return nil
+            }
+            if let problem = invalidPassthroughFrame(sample, request: request, state: s) {
+                // Copying, and this first frame is damaged: start with the next good one.
+                w.invalidBeforeStart.count += 1
+                w.invalidBeforeStart.problem = w.invalidBeforeStart.problem ?? problem
+                return nil
+            }
+            let backlog = w.audioBacklog
+            w.audioBacklog = []
+            let limits = Limits(s)
+            var active: Active
+            do throws(CaptureError) {
+                active = try begin(request, with: sample, state: s)
+            } catch {
+                w = Writing()
+                state.withLock { $0.phase = .idle }
+                return .failed(request, error)
+            }
+            active.invalidFrames = w.invalidBeforeStart.count
+            active.invalidFrameProblem = w.invalidBeforeStart.problem
+            w.invalidBeforeStart = (0, nil)
+            state.withLock { $0.phase = .recording(request) }
+            var result = write(sample, into: &active, gate: .open, limits: limits)
+            for audio in backlog {
+                guard result == nil else { break }
+                result = write(audio, into: &active, gate: .open, limits: limits)
+            }
+            w.active = active
+            publishProgress(of: active)
+            return .started(request, then: result)
+        case .write(let gate, let limits):
+            guard var active = w.active else { return nil }
+            w.active = nil  // keep the one reference (no copy of the struct's storage on write)
+            if sample.mediaType == .video, gate != .closed {
+                let delay = encodeDelay.withLock { $0 }
+                if delay > .zero { Thread.sleep(forTimeInterval: Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18) }
+            }
+            let result = write(sample, into: &active, gate: gate, limits: limits)
+            w.active = active
+            publishProgress(of: active)
+            return result
+        }
+    }
+
+    private func publishProgress(of active: Active) {
+        let progress = (active.duration, active.writer.bytesWritten)
+        state.withLock { s in
+            if case .recording = s.phase { s.progress = progress }
+        }
     }
 
     private struct Limits {
@@ -480,17 +552,19 @@ public final class MovieFileOutput: CaptureOutput {
         case stop(CaptureError?, reason: String)
     }
 
-    private func handle(_ outcome: Outcome?) {
+    /// Reports an outcome; returns whether the output's demand changed (a recording ended).
+    private func handle(_ outcome: Outcome?, _ w: inout Writing) -> Bool {
         switch outcome {
-        case nil: return
+        case nil:
+            return false
         case .started(let request, let then):
             delegateQueue.async { request.delegate.fileOutput(self, didStartRecordingTo: request.path, from: request.connections) }
-            handle(then)
+            return handle(then, &w)
         case .failed(let request, let error):
             finish(request, summary: .empty(request.path, reason: "error"), error: error)
-            attachment.demandChanged()
+            return true
         case .stop(let error, let reason):
-            end(error: error, reason: reason, waitingError: .noDataRecorded)
+            return end(&w, error: error, reason: reason, waitingError: .noDataRecorded)
         }
     }
 
@@ -558,18 +632,15 @@ public final class MovieFileOutput: CaptureOutput {
     }
 
     /// Writes one sample; returns `.stop` when a limit is reached or writing failed.
-    private func write(_ sample: SampleBuffer, into active: inout Active, limits: Limits) -> Outcome? {
+    private func write(_ sample: SampleBuffer, into active: inout Active, gate: PauseGate, limits: Limits) -> Outcome? {
         do throws(CaptureError) {
             switch sample.payload {
             case .pixels(let buffer):
-                guard active.hasVideo else { return nil }
-                if active.isPaused {
-                    guard active.resumeRequested else { return nil }
+                guard active.hasVideo, gate != .closed else { return nil }
+                if gate == .resume {
                     // Resume: the paused span (from the last written frame's end to this frame) is cut,
                     // for audio too, to the sample: audio continues from this frame's PTS.
                     active.pausedTotal += sample.presentationTime - active.lastVideoEnd
-                    active.isPaused = false
-                    active.resumeRequested = false
                     let held = active.pausedAudio
                     active.pausedAudio = []
                     for audio in held {
@@ -598,21 +669,19 @@ public final class MovieFileOutput: CaptureOutput {
                 active.lastVideoEnd = sample.presentationTime + sample.duration
             case .audio(let buffer):
                 guard active.hasAudio else { return nil }
-                if active.isPaused, active.hasVideo {
-                    // Audio runs on to the paused video's end (the last written frame's), sample-accurately;
-                    // the newest buffers wait for the resuming frame (see `pausedAudio`).
+                if gate == .closed {
+                    guard active.hasVideo else { return nil }
+                    // Paused with video: audio runs on to the paused video's end (the last written
+                    // frame's), sample-accurately; the newest buffers wait for the resuming frame.
                     let pausedAt = active.lastVideoEnd - active.fileStart
                     try writeAudio(sample, buffer, into: &active, limit: limits.duration.isNumeric ? min(limits.duration, pausedAt) : pausedAt)
                     active.pausedAudio = Array((active.pausedAudio + [sample]).suffix(4))
                     return nil
                 }
-                if active.isPaused {
+                if gate == .resume {
                     // Audio-only files resume on audio.
-                    guard active.resumeRequested else { return nil }
                     let written = active.fileStart + MediaTime(value: active.audioSamples, timescale: active.audioRate)
                     active.pausedTotal += sample.presentationTime - written
-                    active.isPaused = false
-                    active.resumeRequested = false
                 }
                 try writeAudio(sample, buffer, into: &active, limit: limits.duration)
                 if !active.hasVideo, limits.duration.isNumeric,
@@ -686,20 +755,35 @@ public final class MovieFileOutput: CaptureOutput {
 
     /// Ends whatever is in progress: finalizes an active file, or fails a waiting request.
     private func end(error: CaptureError?, reason: String, waitingError: CaptureError) {
+        let ended = writing.withLock { w in end(&w, error: error, reason: reason, waitingError: waitingError) }
+        if ended { attachment.demandChanged() }
+    }
+
+    /// `end` with `writing` held; returns whether something ended. Whoever swaps the phase to
+    /// `idle` reports the request, so every request finishes exactly once.
+    private func end(_ w: inout Writing, error: CaptureError?, reason: String, waitingError: CaptureError) -> Bool {
         let phase = state.withLock { s -> Phase in
             defer {
                 s.phase = .idle
-                s.audioBacklog = []
-                s.invalidBeforeStart = (0, nil)
+                s.isPaused = false
+                s.resumeRequested = false
+                s.progress = (.zero, 0)
             }
             return s.phase
         }
+        let open = w.active
+        w = Writing()
         switch phase {
         case .idle:
-            return
+            return false
         case .waiting(let request):
             finish(request, summary: .empty(request.path, reason: reason), error: waitingError)
-        case .recording(let active):
+        case .recording(let request):
+            guard let active = open else {
+                // Cannot happen: `active` is set in the same `writing` section that enters `.recording`.
+                finish(request, summary: .empty(request.path, reason: reason), error: error ?? .invalidState("no open file"))
+                return true
+            }
             var failure = error
             var usable = true
             do throws(CaptureError) {
@@ -725,7 +809,7 @@ public final class MovieFileOutput: CaptureOutput {
             summary.videoEncoderLatencyFrames = active.writer.videoEncoderLatencyFrames
             finish(active.request, summary: summary, error: failure)
         }
-        attachment.demandChanged()
+        return true
     }
 
     private func finish(_ request: Request, summary: RecordingSummary, error: CaptureError?) {

@@ -32,6 +32,9 @@ final class V4L2Stream: DriverStream, @unchecked Sendable {
     private var isStreaming = false
     private var isStopped = false
     private var lastSequence: UInt32?
+    /// Frames lost since the last delivered one (sequence gaps, corrupt buffers): the next sample
+    /// carries them as its `discontinuity`, so outputs' `didDrop` hears of them.
+    private var pendingLoss: Discontinuity?
     private var pool: PixelBufferPool?
 
     static let bufferCount: UInt32 = 8
@@ -205,18 +208,28 @@ final class V4L2Stream: DriverStream, @unchecked Sendable {
         }
         let pts = timestamp(of: b)
         if let last = lastSequence, b.sequence > last &+ 1 {
-            DeviceEventCenter.shared.post(.samplesDropped(deviceID: id, reason: .discontinuity,
-                                                          count: Int(b.sequence &- last &- 1), presentationTime: pts))
+            let count = Int(b.sequence &- last &- 1)
+            noteLoss(count, .discontinuity)
+            DeviceEventCenter.shared.post(.samplesDropped(deviceID: id, reason: .discontinuity, count: count, presentationTime: pts))
         }
         lastSequence = b.sequence
         guard Int(b.index) < buffers.count, b.flags & UInt32(V4L2_BUF_FLAG_ERROR) == 0,
               let pixels = convert(buffers[Int(b.index)].address, used: Int(b.bytesused == 0 ? b.length : b.bytesused)) else {
+            // Outputs see a lost frame (AVFoundation's reasons have no "corrupt"); the event says why.
+            noteLoss(1, .discontinuity)
             DeviceEventCenter.shared.post(.samplesDropped(deviceID: id, reason: .corruptData, count: 1, presentationTime: pts))
             return .again
         }
+        defer { pendingLoss = nil }
         return .sample(SampleBuffer(payload: .pixels(pixels),
                                     formatDescription: .video(pixelFormat: pixels.format, dimensions: size),
-                                    presentationTime: pts, duration: frameDuration, sequenceNumber: Int64(b.sequence)))
+                                    presentationTime: pts, duration: frameDuration, sequenceNumber: Int64(b.sequence),
+                                    discontinuity: pendingLoss))
+    }
+
+    /// Adds lost frames to what the next sample reports.
+    private func noteLoss(_ count: Int, _ reason: DropReason) {
+        pendingLoss = Discontinuity(count: (pendingLoss?.count ?? 0) + count, reason: pendingLoss?.reason ?? reason)
     }
 
     /// The start of the frame on CLOCK_MONOTONIC: the driver's stamp when it is monotonic (minus

@@ -31,6 +31,22 @@ private final class StubDevice: DriverDevice {
 @Suite struct DeviceTests {
     let registry = DeviceRegistry(drivers: [StubDriver()])
 
+    /// The generation guard: a stop that a run asks for itself (a stream failed or ended, a pump
+    /// thread called `stopRunning`) arrives from another thread, possibly after the app has
+    /// stopped and started again; it must not stop the new run.
+    @Test func aLateStopFromAnEarlierRunDoesNotStopTheNextOne() throws {
+        let session = CaptureSession()
+        try session.startRunning()
+        let first = session.runGeneration
+        session.stopRunning()
+        try session.startRunning()
+        #expect(session.runGeneration != first)
+        session.stop(generation: first)
+        #expect(session.isRunning, "a stop meant for the first run stopped the second")
+        session.stop(generation: session.runGeneration)
+        #expect(!session.isRunning)
+    }
+
     @Test func registryReturnsOneObjectPerDevice() throws {
         let a = try registry.device(uniqueID: "stub:cam")
         let b = try registry.device(uniqueID: "stub:cam")

@@ -34,6 +34,41 @@ private final class DataFrameCollector: VideoDataOutputSampleBufferDelegate {
     }
 }
 
+/// Keeps every frame it is given (at most `keep`) and lets them go one by one, oldest first,
+/// after `work` each, on its own queue (after `firstStall` before the first): a consumer slower
+/// than the camera that holds buffers beyond its callback.
+private final class BufferKeeper: VideoDataOutputSampleBufferDelegate {
+    private let state = Mutex<(held: [SampleBuffer], most: Int)>(([], 0))
+    private let worker = DispatchQueue(label: "keeper.worker")
+    private let keep: Int
+    private let work: Duration
+    private let firstStall = Mutex<Duration?>(nil)
+
+    init(keep: Int, work: Duration, firstStall: Duration) {
+        self.keep = keep
+        self.work = work
+        self.firstStall.withLock { $0 = firstStall }
+    }
+
+    var mostHeld: Int { state.withLock { $0.most } }
+
+    func dataOutput(_ output: VideoDataOutput, didOutput sample: SampleBuffer, from connection: CaptureConnection) {
+        state.withLock { s in
+            s.held.append(sample)
+            if s.held.count > keep { s.held.removeFirst() }
+            s.most = max(s.most, s.held.count)
+        }
+        worker.async { [self] in
+            let pause = firstStall.withLock { d -> Duration in defer { d = nil }; return d ?? work }
+            Thread.sleep(forTimeInterval: Double(pause.components.seconds) + Double(pause.components.attoseconds) / 1e18)
+            state.withLock { s in if !s.held.isEmpty { s.held.removeFirst() } }
+        }
+    }
+}
+
+/// The simulated camera's pool size (`SimulatedVideoStream.bufferCount`).
+private enum SimulatorBufferCount { static let value = 8 }
+
 private final class AudioCollector: AudioDataOutputSampleBufferDelegate {
     let starts = Mutex<[Int64]>([])
     let lengths = Mutex<[Int]>([])
@@ -159,17 +194,98 @@ private final class AudioCollector: AudioDataOutputSampleBufferDelegate {
         output.setSampleBufferDelegate(collector, queue: DispatchQueue(label: "hoarder"))
         try session.addOutput(output)
         try session.startRunning()
-        try await Task.sleep(for: .milliseconds(700))
+        // The consumer ends up holding the whole pool; then wait until the camera's schedule has
+        // passed six more frames, each lost for want of a buffer (reported with the next frame).
+        await waitFor(timeout: .seconds(30)) { collector.held.withLock { $0.count } >= 8 }
+        let lastHeld = try #require(collector.held.withLock { $0.last })
+        let sixLater = lastHeld.presentationTime + MediaTime(value: 7, timescale: 30)
+        await waitFor(timeout: .seconds(30)) { HostClock.now() > sixLater }
         let heldBefore = collector.held.withLock { $0.count }
         // Release the hoard: delivery resumes.
         collector.held.withLock { $0.removeAll() }
         let deliveredAtRelease = output.deliveredFrameCount
-        try await Task.sleep(for: .milliseconds(300))
+        await waitFor(timeout: .seconds(30)) {
+            output.deliveredFrameCount > deliveredAtRelease && collector.drops.withLock { $0.count } >= 5
+        }
         session.stopRunning()
         #expect(heldBefore == 8, "the device pool has 8 buffers; the consumer held \(heldBefore)")
         #expect((output.droppedFrameCounts[.outOfBuffers] ?? 0) >= 5)
         #expect(collector.drops.withLock { $0.contains(.outOfBuffers) })
         #expect(output.deliveredFrameCount > deliveredAtRelease, "frames flow again once buffers come back")
+    }
+
+    /// Records 1 s of `sim:back` in virtual pace to a movie while `consumer` (if any) takes the
+    /// same frames from a video data output; returns the movie's decoded-video framemd5 lines.
+    private func virtualRecording(consumer: (any VideoDataOutputSampleBufferDelegate)?) async throws -> [String] {
+        let session = try makeSession(.virtual)
+        let movie = MovieFileOutput()
+        var settings = MovieFileOutput.Settings()
+        settings.preset = .ultrafast
+        movie.settings = settings
+        movie.maxRecordedDuration = MediaTime(value: 1, timescale: 1)
+        try session.addOutput(movie)
+        let data = VideoDataOutput()
+        try session.addOutput(data)
+        try session.startRunning()
+        defer { session.stopRunning() }
+        let path = try TestSupport.temporaryDirectory() + "/virtual.mp4"
+        // Only the movie wants frames until its request is in, so it starts on frame 0 either way.
+        let finished = RecordingFinished()
+        movie.startRecording(to: path, recordingDelegate: finished)
+        if let consumer { data.setSampleBufferDelegate(consumer, queue: DispatchQueue(label: "consumer")) }
+        let summary = try #require(await finished.summary(timeout: .seconds(120)))
+        #expect(finished.errors == [.recordingLimitReached(.maximumDuration)])
+        #expect(summary.videoFrames == 30)
+        #expect(data.droppedFrameCounts.isEmpty, "virtual pace drops nothing: \(data.droppedFrameCounts)")
+        let md5 = try TestSupport.run("ffmpeg", ["-v", "error", "-i", path, "-map", "0:v", "-f", "framemd5", "-"])
+        return md5.stdout.split(separator: "\n").filter { !$0.hasPrefix("#") }.map(String.init)
+    }
+
+    /// A consumer that keeps frames (up to 10, more than the camera's 8 buffers, so the pool runs
+    /// dry on every frame) and lets each go only after 50 ms of work, after a first stall of 1.2 s
+    /// (longer than the 1 s after which virtual pace used to drop a frame). Virtual time waits for
+    /// the buffers: the movie is the same as with a fast consumer.
+    @Test func virtualPaceWaitsForBuffersFromASlowConsumerAndCapturesTheSameMovie() async throws {
+        let fast = try await virtualRecording(consumer: DataFrameCollector())
+        let slow = BufferKeeper(keep: 10, work: .milliseconds(50), firstStall: .milliseconds(1200))
+        let withSlow = try await virtualRecording(consumer: slow)
+        #expect(fast.count == 30)
+        #expect(withSlow == fast, "decoded frames differ with a slow consumer")
+        #expect(slow.mostHeld == SimulatorBufferCount.value, "the consumer held every one of the camera's buffers at once (\(slow.mostHeld))")
+    }
+
+    /// A consumer that never returns a buffer deadlocks virtual time; the camera reports it after
+    /// the scenario's timeout (here 0.5 s instead of the default 10 s) and the session stops.
+    @Test func virtualPaceReportsAConsumerThatNeverReturnsABuffer() async throws {
+        let scenario = SimulatorScenario()
+        scenario.bufferStarvationTimeout = .milliseconds(500)
+        let registry = CaptureKit.makeRegistry(scenario: scenario)
+        let session = CaptureSession(pace: .virtual)
+        try session.setSessionPreset(.vga640x480)
+        try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "sim:back")))
+        let output = VideoDataOutput()
+        output.alwaysDiscardsLateVideoFrames = false
+        let hoarder = DataFrameCollector(retain: true)
+        output.setSampleBufferDelegate(hoarder, queue: DispatchQueue(label: "hoarder"))
+        try session.addOutput(output)
+        let errors = Mutex<[CaptureError]>([])
+        let events = session.eventStream()
+        let listener = Task {
+            for await event in events { if case .runtimeError(let error) = event { errors.withLock { $0.append(error) } } }
+        }
+        defer { listener.cancel() }
+        try session.startRunning()
+        let reported = await waitFor(timeout: .seconds(20)) { !errors.withLock { $0.isEmpty } }
+        #expect(reported, "no runtime error for a consumer that keeps every buffer")
+        let first = errors.withLock { $0.first }
+        guard case .buffersNotReturned(let device, let buffers, let seconds)? = first else {
+            Issue.record("expected buffersNotReturned, got \(String(describing: first))")
+            return
+        }
+        #expect(device == "sim:back" && buffers == 8 && seconds == 0.5)
+        #expect(await waitFor(timeout: .seconds(10)) { !session.isRunning }, "the session stops after the error")
+        #expect(hoarder.held.withLock { $0.count } == 8)
+        #expect(output.droppedFrameCounts.isEmpty, "nothing was dropped while waiting")
     }
 
     @Test func asyncSequenceAndAudioOutputDeliverContiguousMedia() async throws {

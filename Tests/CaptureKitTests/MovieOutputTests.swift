@@ -194,15 +194,18 @@ import Testing
         defer { r.session.stopRunning() }
         // No frame can arrive between these two calls on this thread: the virtual pump waits for demand.
         let path = r.dir + "/never.mp4"
-        r.movie.startRecording(to: path, recordingDelegate: NullDelegate.shared)
+        let delegate = RecordingFinished()
+        r.movie.startRecording(to: path, recordingDelegate: delegate)
         r.movie.stopRecording()
-        try await Task.sleep(for: .milliseconds(100))
         #expect(!r.movie.isRecording)
+        // Give a second finish every chance: wait for the first, stop the session (outputs finish
+        // what is left), then flush the output's delegate queue.
+        #expect(await waitFor(timeout: .seconds(30)) { delegate.finishCount > 0 })
+        r.session.stopRunning()
+        await r.movie.flushDelegateQueue()
+        #expect(delegate.finishCount == 1, "the recording finished \(delegate.finishCount) times")
+        #expect(delegate.errors.first == .some(.noDataRecorded))
+        #expect(delegate.startCount == 0)
+        #expect(!FileManager.default.fileExists(atPath: path))
     }
-}
-
-private final class NullDelegate: CaptureFileOutputRecordingDelegate {
-    static let shared = NullDelegate()
-    func fileOutput(_ output: MovieFileOutput, didFinishRecordingTo path: String, from connections: [CaptureConnection],
-                    summary: RecordingSummary, error: CaptureError?) {}
 }

@@ -1,5 +1,6 @@
-import CaptureKit
+@_spi(Testing) import CaptureKit
 import Foundation
+import Synchronization
 import Testing
 
 /// Real-time pace is a mode, not the default in tests: one short check that it paces like a
@@ -35,4 +36,99 @@ import Testing
             #expect(abs(offset) <= 1.0 / 30, "A/V offset \(offset) s")
         }
     }
+
+    /// A slow encoder must cost the movie output memory (its writer queue), never the device's
+    /// pace: the intervals between deliveries on the camera's pump thread stay at the frame period
+    /// (100 ms at 10 fps) while every frame takes twice that to encode. (While the encoder ran
+    /// inside the lock the device thread's `receive` takes, every interval was the encode time.)
+    /// A second camera that feeds no movie is the control: its pump renders the same kind of frames
+    /// on the same loaded machine, so the comparison holds while other tests run in parallel.
+    @Test func slowEncoderDoesNotSlowTheDevicePump() async throws {
+        let registry = CaptureKit.makeRegistry()
+        let session = CaptureSession(pace: .realtime)
+        try session.setSessionPreset(.vga640x480)
+        // 10 fps leaves both pumps room to keep pace while other tests load the machine.
+        for id in ["sim:back", "sim:front"] {
+            let device = try registry.device(uniqueID: id)
+            try device.lockForConfiguration()
+            try device.setActiveVideoMinFrameDuration(MediaTime(value: 1, timescale: 10))
+            try device.setActiveVideoMaxFrameDuration(MediaTime(value: 1, timescale: 10))
+            device.unlockForConfiguration()
+            try session.addInput(CaptureDeviceInput(device: device))
+        }
+        let output = MovieFileOutput()
+        var settings = MovieFileOutput.Settings()
+        settings.preset = .ultrafast
+        output.settings = settings
+        output.testingEncodeDelay = .milliseconds(200)
+        let clock = DeliveryClock(counting: "sim:back")
+        try session.addOutput(output)
+        try session.addOutput(clock)
+        for connection in output.attachment.connections where connection.input.device.uniqueID == "sim:front" {
+            connection.isEnabled = false
+        }
+        let path = try TestSupport.temporaryDirectory() + "/slow-encoder.mp4"
+        try session.startRunning()
+        defer { session.stopRunning() }
+        let finished = RecordingFinished()
+        let frames = 20
+        // The pump thread itself stops the recording after `frames` deliveries, so the writer's
+        // backlog (and the test's time) stays the same however late this task gets to run.
+        clock.arm(frames: frames) { output.stopRecording() }
+        output.startRecording(to: path, recordingDelegate: finished)
+        let summary = try #require(await finished.summary(timeout: .seconds(60)))
+        let pump = clock.intervals("sim:back"), control = clock.intervals("sim:front")
+        print("slow encoder (200 ms/frame, 100 ms period): recording camera's pump intervals \(pump); control camera's \(control); encoder queue high-water \(output.encoderQueueDepth.highWater)")
+        #expect(pump.count == frames - 1)
+        #expect(pump.median < 125, "the pump's median delivery interval is \(pump.median) ms for a 100 ms frame period")
+        // A loaded machine delays both pumps alike: the tail may exceed the period only about as much
+        // as the control's does (with 19 intervals p95 is the longest one; before the fix it was the
+        // encode time, ≈ 205 ms, against the control's ≈ 102 ms).
+        #expect(pump.p95 < max(150, control.p95 + 75), "p95 \(pump.p95) ms vs the control camera's \(control.p95) ms")
+        #expect(output.encoderQueueDepth.highWater > 2, "the encoder was slow enough to queue frames")
+        #expect(summary.videoFrames >= frames - 1, "queued frames are written, not dropped (\(summary.videoFrames))")
+    }
+}
+
+/// Sorted intervals in milliseconds.
+struct Intervals: CustomStringConvertible {
+    let sorted: [Double]
+    init(_ times: [MediaTime]) { sorted = zip(times.dropFirst(), times).map { ($0 - $1).seconds * 1000 }.sorted() }
+    var count: Int { sorted.count }
+    var median: Double { sorted.isEmpty ? 0 : sorted[sorted.count / 2] }
+    var p95: Double { sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, sorted.count * 95 / 100)] }
+    var max: Double { sorted.last ?? 0 }
+    var description: String {
+        String(format: "n %d, median %.1f ms, p95 %.1f ms, max %.1f ms", count, median, p95, max)
+    }
+}
+
+/// Notes the host time at which each pump thread delivers a video frame, while armed: from
+/// `arm` until `frames` frames of the counted device, after which it runs `then` on that pump thread.
+final class DeliveryClock: CaptureOutput {
+    let attachment = OutputAttachment()
+    private let counted: String
+    private let state = Mutex<(remaining: Int, times: [String: [MediaTime]], then: (@Sendable () -> Void)?)>((0, [:], nil))
+    init(counting deviceID: String) { counted = deviceID }
+    func accepts(_ mediaType: MediaType) -> Bool { mediaType == .video }
+    var demand: OutputDemand { .idle }
+    func arm(frames: Int, then: @escaping @Sendable () -> Void) {
+        state.withLock { $0 = (frames, [:], then) }
+    }
+    func intervals(_ deviceID: String) -> Intervals { Intervals(state.withLock { $0.times[deviceID] ?? [] }) }
+    func receive(_ sample: SampleBuffer, from connection: CaptureConnection) {
+        let now = HostClock.now()
+        let device = connection.input.device.uniqueID
+        let then = state.withLock { s -> (@Sendable () -> Void)? in
+            guard s.remaining > 0 else { return nil }
+            s.times[device, default: []].append(now)
+            guard device == counted else { return nil }
+            s.remaining -= 1
+            guard s.remaining == 0 else { return nil }
+            defer { s.then = nil }
+            return s.then
+        }
+        then?()
+    }
+    func sessionDidStop() {}
 }

@@ -17,12 +17,12 @@ private final class CountingDelegate: CaptureFileOutputRecordingDelegate {
         finishes.withLock { $0.append(error) }
     }
 
-    /// Waits for the first finish, then a little longer to catch a second one.
-    func settledFinishes() async -> [CaptureError?] {
-        for _ in 0..<500 where finishes.withLock({ $0.isEmpty }) {
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        try? await Task.sleep(for: .milliseconds(200))
+    /// Waits for the first finish, then gives a second one every chance to arrive: the session
+    /// stops (outputs finish whatever is left) and the output's delegate queue is flushed.
+    func settledFinishes(_ output: MovieFileOutput, _ session: CaptureSession) async -> [CaptureError?] {
+        await waitFor(timeout: .seconds(60)) { !finishes.withLock { $0.isEmpty } }
+        session.stopRunning()
+        await output.flushDelegateQueue()
         return finishes.withLock { $0 }
     }
 }
@@ -49,7 +49,7 @@ private final class CountingDelegate: CaptureFileOutputRecordingDelegate {
         let delegate = CountingDelegate()
         let path = "/nonexistent-\(UUID().uuidString)/x.mp4"
         output.startRecording(to: path, recordingDelegate: delegate)
-        let finishes = await delegate.settledFinishes()
+        let finishes = await delegate.settledFinishes(output, session)
         #expect(finishes.count == 1)
         #expect(finishes.first == .outputDirectoryMissing(path: path))
         #expect(String(describing: finishes.first!!).contains("folder does not exist"))
@@ -64,7 +64,7 @@ private final class CountingDelegate: CaptureFileOutputRecordingDelegate {
         try Data("keep me".utf8).write(to: URL(fileURLWithPath: path))
         let delegate = CountingDelegate()
         output.startRecording(to: path, recordingDelegate: delegate)
-        let finishes = await delegate.settledFinishes()
+        let finishes = await delegate.settledFinishes(output, session)
         #expect(finishes.count == 1)
         #expect(finishes.first == .outputFileExists(path: path))
         #expect(try String(contentsOfFile: path, encoding: .utf8) == "keep me")
@@ -76,7 +76,7 @@ private final class CountingDelegate: CaptureFileOutputRecordingDelegate {
         let delegate = CountingDelegate()
         let path = try TestSupport.temporaryDirectory() + "/none.mp4"
         output.startRecording(to: path, recordingDelegate: delegate)
-        let finishes = await delegate.settledFinishes()
+        let finishes = await delegate.settledFinishes(output, session)
         #expect(finishes.count == 1)
         #expect(finishes.first == .noInputs)
         #expect(!FileManager.default.fileExists(atPath: path))
@@ -89,7 +89,7 @@ private final class CountingDelegate: CaptureFileOutputRecordingDelegate {
         let delegate = CountingDelegate()
         let path = try TestSupport.temporaryDirectory() + "/ok.mp4"
         output.startRecording(to: path, recordingDelegate: delegate)
-        let finishes = await delegate.settledFinishes()
+        let finishes = await delegate.settledFinishes(output, session)
         #expect(finishes.count == 1)
         #expect(finishes.first == .recordingLimitReached(.maximumDuration))
         #expect(finishes.first??.recordingFinishedSuccessfully == true)
@@ -109,11 +109,14 @@ private final class CountingDelegate: CaptureFileOutputRecordingDelegate {
         let first = CountingDelegate(), second = CountingDelegate()
         output.startRecording(to: dir + "/1.mp4", recordingDelegate: first)
         output.startRecording(to: dir + "/2.mp4", recordingDelegate: second)
-        #expect(await second.settledFinishes() == [.alreadyRecording])
-        try await Task.sleep(for: .milliseconds(100))
+        await waitFor(timeout: .seconds(30)) { second.finishes.withLock { !$0.isEmpty } }
+        #expect(second.finishes.withLock { $0 } == [.alreadyRecording])
+        // Frames reach the first file (its progress is published after each one).
+        #expect(await waitFor(timeout: .seconds(30)) { output.recordedDuration > .zero })
         // Stopping the session finalizes the first file.
         session.stopRunning()
-        let firstFinishes = await first.settledFinishes()
+        let firstFinishes = await first.settledFinishes(output, session)
+        #expect(second.finishes.withLock { $0 } == [.alreadyRecording], "the second request finished once")
         #expect(firstFinishes.count == 1)
         #expect(firstFinishes.first == .some(nil))
         let streams = try TestSupport.probeStreams(dir + "/1.mp4")

@@ -13,6 +13,14 @@ private final class FrameCounter: VideoDataOutputSampleBufferDelegate {
     }
 }
 
+/// Counts audio buffers: a running microphone is the virtual clock's witness.
+private final class AudioCounter: AudioDataOutputSampleBufferDelegate {
+    let count = Mutex(0)
+    func dataOutput(_ output: AudioDataOutput, didOutput sample: SampleBuffer, from connection: CaptureConnection) {
+        count.withLock { $0 += 1 }
+    }
+}
+
 private func waitUntil(_ condition: () -> Bool) async {
     for _ in 0..<1000 where !condition() { try? await Task.sleep(for: .milliseconds(5)) }
 }
@@ -81,10 +89,20 @@ private func waitUntil(_ condition: () -> Bool) async {
         try session.addInput(input)
         await waitUntil { counter.count.withLock { $0 } >= 10 }
         #expect(counter.count.withLock { $0 } >= 10)
+        // A microphone keeps virtual time moving; samples are merged in PTS order, so once its
+        // buffers have advanced past several frame periods, a still-running camera would have
+        // delivered frames.
+        let microphone = AudioDataOutput()
+        let heard = AudioCounter()
+        microphone.setSampleBufferDelegate(heard, queue: DispatchQueue(label: "heard"))
+        try session.addOutput(microphone)
+        try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "sim:mic")))
         session.removeInput(input)
-        let after = counter.count.withLock { $0 }
-        try await Task.sleep(for: .milliseconds(100))
-        #expect(counter.count.withLock { $0 } <= after + 1, "no frames once the input is gone")
+        let after = output.deliveredFrameCount
+        let buffersAtRemoval = heard.count.withLock { $0 }
+        // 20 buffers of 1024 samples at 48 kHz ≈ 0.43 s ≈ 13 frame periods.
+        #expect(await waitFor(timeout: .seconds(30)) { heard.count.withLock { $0 } >= buffersAtRemoval + 20 })
+        #expect(output.deliveredFrameCount <= after + 1, "no frames once the input is gone")
         let late = VideoDataOutput()
         #expect(session.canAddOutput(late))
         try session.addOutput(late)
@@ -141,9 +159,11 @@ private func waitUntil(_ condition: () -> Bool) async {
         let availability = DeviceAvailability.shared
         availability.markUnavailable(device, reason: .videoDeviceNotAvailableDueToSystemPressure)
         #expect(session.isInterrupted && !session.isRunning)
-        let during = counter.count.withLock { $0 }
-        try await Task.sleep(for: .milliseconds(50))
-        #expect(counter.count.withLock { $0 } <= during + 1)
+        // Delivery has ended when the interruption is reported: wait for the event, then the
+        // count must not have moved since markUnavailable returned.
+        let during = output.deliveredFrameCount
+        #expect(await waitFor(timeout: .seconds(30)) { seen.withLock { $0.contains { $0.hasPrefix("interrupted") } } })
+        #expect(output.deliveredFrameCount == during, "frames delivered during the interruption")
         availability.markAvailable(device)
         #expect(session.isRunning)
         await waitUntil { counter.count.withLock { $0 } >= during + 10 }
@@ -206,4 +226,84 @@ private func waitUntil(_ condition: () -> Bool) async {
         #expect(movie.connection(with: .audio) == nil)
         #expect(try #require(movie.connection(with: .video)).videoOrientation == .landscapeRight)
     }
+
+    /// 1 000 start/stop cycles from four threads at once, while an output also stops the session
+    /// from its own delivery thread every few frames: nothing crashes or hangs, and once the calls
+    /// are done the session is what the last call asked for. After a final start it keeps running
+    /// (a stop left over from an earlier run, which the pump-thread stops are, does not end it);
+    /// after a final stop it has released the camera (another session can stream from it).
+    @Test func concurrentStartStopCyclesEndInTheLastCallsState() async throws {
+        let session = CaptureSession()
+        try session.setSessionPreset(.vga640x480)
+        let camera = try registry.device(uniqueID: "sim:back")
+        try session.addInput(CaptureDeviceInput(device: camera))
+        let output = VideoDataOutput()
+        let counter = FrameCounter()
+        output.setSampleBufferDelegate(counter, queue: DispatchQueue(label: "count"))
+        let stopper = PumpThreadStopper(session, every: 1)
+        try session.addOutput(output)
+        try session.addOutput(stopper)
+        let threads = 4, cycles = 250
+        let started = Mutex(0)
+        let done = DispatchGroup()
+        for _ in 0..<threads {
+            done.enter()
+            Thread {
+                for _ in 0..<cycles {
+                    if (try? session.startRunning()) != nil { started.withLock { $0 += 1 } }
+                    // Sometimes long enough for a frame (and the stopper's stop) to come.
+                    usleep(UInt32.random(in: 0...3000))
+                    session.stopRunning()
+                }
+                done.leave()
+            }.start()
+        }
+        let finished = await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: done.wait(timeout: .now() + 120) == .success) }
+        }
+        try #require(finished, "\(threads * cycles) start/stop cycles did not finish within 120 s")
+        print("concurrent start/stop: \(started.withLock { $0 }) of \(threads * cycles) starts succeeded; the stopper stopped \(stopper.stops) runs from a pump thread")
+        #expect(started.withLock { $0 } > 0)
+        stopper.disarm()
+
+        try session.startRunning()
+        #expect(session.isRunning)
+        let before = counter.count.withLock { $0 }
+        #expect(await waitFor(timeout: .seconds(30)) { counter.count.withLock { $0 } >= before + 30 }, "frames flow after the final start")
+        #expect(session.isRunning, "a stop from an earlier run stopped the final one")
+
+        session.stopRunning()
+        #expect(!session.isRunning)
+        let other = CaptureSession()
+        try other.addInput(CaptureDeviceInput(device: camera))
+        try other.startRunning()
+        other.stopRunning()
+    }
+}
+
+/// An output that calls `stopRunning()` on the session's delivery thread every `every` video frames
+/// (outputs should not; the session then stops that run just after the call returns).
+private final class PumpThreadStopper: CaptureOutput {
+    let attachment = OutputAttachment()
+    private let session: CaptureSession
+    private let every: Int
+    private let state = Mutex((armed: true, frames: 0, stops: 0))
+    init(_ session: CaptureSession, every: Int) {
+        self.session = session
+        self.every = every
+    }
+    var stops: Int { state.withLock { $0.stops } }
+    func disarm() { state.withLock { $0.armed = false } }
+    func accepts(_ mediaType: MediaType) -> Bool { mediaType == .video }
+    var demand: OutputDemand { .idle }
+    func receive(_ sample: SampleBuffer, from connection: CaptureConnection) {
+        let stop = state.withLock { s -> Bool in
+            s.frames += 1
+            guard s.armed, s.frames % every == 0 else { return false }
+            s.stops += 1
+            return true
+        }
+        if stop { session.stopRunning() }
+    }
+    func sessionDidStop() {}
 }

@@ -1,9 +1,12 @@
 import CaptureCore
+import Synchronization
 import Testing
 @testable import CaptureV4L2
 
-/// The V4L2 backend against a fake kernel: what it discovers, maps and streams.
-@Suite struct V4L2BackendTests {
+/// The V4L2 backend against a fake kernel: what it discovers, maps and streams. Serialized: the
+/// fake's one node (/dev/video0) posts to the process-wide `DeviceEventCenter`, whose counts two
+/// streaming tests running at once would mix.
+@Suite(.serialized) struct V4L2BackendTests {
     static let ms = Int64(1_000_000)
 
     @Test func discoveryKeepsCaptureNodesAndTheirFormats() throws {
@@ -102,6 +105,44 @@ import Testing
         }
         #expect(DeviceEventCenter.shared.droppedCount(deviceID: id, reason: .discontinuity) == 2)
         #expect(DeviceEventCenter.shared.droppedCount(deviceID: id, reason: .corruptData) == 1)
+        // The losses travel with the next delivered frame.
+        #expect(samples.map(\.discontinuity) == [nil, nil, Discontinuity(count: 2, reason: .discontinuity),
+                                                  Discontinuity(count: 1, reason: .discontinuity)])
+    }
+
+    /// A session delivering from the fake kernel: outputs' `didDrop` fires for a sequence gap and a
+    /// corrupt buffer (both `.discontinuity`: the device lost the frames), with the PTS of the
+    /// frame after the loss.
+    @Test func sequenceGapsReachOutputsAsDidDrop() async throws {
+        let base = 1_000 * Self.ms
+        let fake = FakeCamera(frames: [
+            .init(sequence: 0, timestampNs: base, fill: 10),
+            .init(sequence: 3, timestampNs: base + 100 * Self.ms, fill: 13),   // 1 and 2 lost
+            .init(sequence: 4, timestampNs: base + 133 * Self.ms, error: true, fill: 14),   // corrupt
+            .init(sequence: 5, timestampNs: base + 166 * Self.ms, fill: 15),
+        ])
+        let registry = DeviceRegistry(drivers: [V4L2Driver(system: fake)])
+        let session = CaptureSession(pace: .realtime)
+        try session.setSessionPreset(.inputPriority)
+        try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "/dev/video0")))
+        let output = DropRecorder()
+        try session.addOutput(output)
+        try session.startRunning()
+        defer { session.stopRunning() }
+        let deadline = ContinuousClock.now + .seconds(30)
+        while output.frames.withLock({ $0.count }) < 3, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(2))
+        }
+        session.stopRunning()
+        let duration = MediaTime(value: 1, timescale: 30)
+        func pts(_ ms: Int64) -> MediaTime { MediaTime(value: base + ms * Self.ms, timescale: 1_000_000_000) - duration }
+        #expect(output.frames.withLock { $0 } == [0, 3, 5])
+        let drops = output.drops.withLock { $0 }
+        #expect(drops.count == 2)
+        #expect(drops.first?.gap == Discontinuity(count: 2, reason: .discontinuity))
+        #expect(drops.first?.pts == pts(100))
+        #expect(drops.last?.gap == Discontinuity(count: 1, reason: .discontinuity))
+        #expect(drops.last?.pts == pts(166))
     }
 
     @Test func startFailuresAndUnsupportedPacesAreTyped() throws {
@@ -137,4 +178,21 @@ import Testing
         #expect(throws: CaptureError.deviceDisconnected("/dev/video0")) { try device.setValue(.integer(1), for: .brightness) }
         stream.stop()
     }
+}
+
+/// Notes each delivered frame's sequence number and each `didDrop` (the gap and the PTS of the
+/// frame it came before).
+private final class DropRecorder: CaptureOutput {
+    let attachment = OutputAttachment()
+    let frames = Mutex<[Int64]>([])
+    let drops = Mutex<[(gap: Discontinuity, pts: MediaTime)]>([])
+    func accepts(_ mediaType: MediaType) -> Bool { mediaType == .video }
+    var demand: OutputDemand { .ready }
+    func receive(_ sample: SampleBuffer, from connection: CaptureConnection) {
+        frames.withLock { $0.append(sample.sequenceNumber) }
+    }
+    func didDrop(_ gap: Discontinuity, before sample: SampleBuffer, from connection: CaptureConnection) {
+        drops.withLock { $0.append((gap, sample.presentationTime)) }
+    }
+    func sessionDidStop() {}
 }
