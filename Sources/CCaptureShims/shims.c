@@ -48,3 +48,8 @@ int ck_fuzzer_run_driver(int *argc, char ***argv, int (*callback)(const uint8_t 
 }
 
 int ck_release_free_memory(void) { return malloc_trim(0); }
+
+size_t ck_heap_bytes_in_use(void) {
+    struct mallinfo2 info = mallinfo2();
+    return info.uordblks + info.hblkhd;
+}

@@ -64,5 +64,8 @@ int ck_fuzzer_run_driver(int *argc, char ***argv, int (*callback)(const uint8_t 
 // Returns memory malloc keeps cached to the OS (glibc's malloc_trim(0)), so resident-memory
 // samples (capture-soak) show what is in use rather than the allocator's cache.
 int ck_release_free_memory(void);
+// Bytes malloc has handed out and not had back (glibc's mallinfo2 uordblks + hblkhd): the heap in
+// use, whatever the allocator keeps cached.
+size_t ck_heap_bytes_in_use(void);
 
 #endif
