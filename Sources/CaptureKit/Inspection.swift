@@ -129,9 +129,9 @@ public enum RecordingInspector {
         var thumbnails: [InspectionReport.Thumbnail] = []
         if let out = options.contactSheetPath {
             let jpeg = try sheet.render(levels: levels, analysis: analysis, thumbnails: &thumbnails)
-            guard FileManager.default.createFile(atPath: out, contents: Data(jpeg)) else {
-                throw .fileOperationFailed(path: out, reason: "cannot write the contact sheet")
-            }
+            // An existing sheet is replaced (as before); the write itself is checked.
+            try? FileManager.default.removeItem(atPath: out)
+            try NewFile.write(jpeg, to: out)
         }
         return InspectionReport(
             path: path, format: info.formatName, duration: info.duration, fileSize: size,

@@ -155,4 +155,32 @@ struct DiskFullTests {
         let duration = Double(try #require(TestSupport.probeStreams(path).first?["duration"] as? String)) ?? 0
         #expect(abs(duration - seconds) < 0.001)
     }
+
+    @Test func aStillThatDoesNotFitIsATypedErrorAndLeavesNoFile() throws {
+        let disk = try SmallDisk(size: "256k")
+        defer { disk.unmount() }
+        try disk.fill(leaving: 16_384)
+        let path = disk.path + "/still.jpg"
+        #expect(throws: CaptureError.diskFull(path: path)) { try NewFile.write([UInt8](repeating: 0xAB, count: 100_000), to: path) }
+        #expect(!FileManager.default.fileExists(atPath: path))
+        try NewFile.write([UInt8](repeating: 0xAB, count: 1000), to: path)
+        #expect(throws: CaptureError.outputFileExists(path: path)) { try NewFile.write([0], to: path) }
+    }
+
+    @Test func aFixtureThatDoesNotFitEndsWithDiskFull() async throws {
+        let disk = try SmallDisk(size: "256k")
+        defer { disk.unmount() }
+        let path = disk.path + "/webcam.nut"
+        do {
+            _ = try await FixtureTestSupport.record(size: Dimensions(width: 640, height: 480), fps: 15, pixelFormat: .mjpeg,
+                                                    seconds: 30, to: path)
+            Issue.record("a 30 s MJPEG fixture fitted into 256 KiB")
+        } catch let error as CaptureError {
+            guard case .diskFull(let errorPath, _, _) = error else {
+                Issue.record("expected diskFull, got \(error)")
+                return
+            }
+            #expect(errorPath == path)
+        }
+    }
 }
