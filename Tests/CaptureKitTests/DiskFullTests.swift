@@ -85,6 +85,9 @@ struct DiskFullTests {
         let decoded = try decodesToTheLastFrame(path)
         #expect(abs(Double(decoded.frames) / 30 - seconds) < 0.05, "\(decoded.frames) frames for \(seconds) s")
         #expect(decoded.frames > 30)
+        // What was kept is whole: inspect finds no damage.
+        let inspect = try TestSupport.run(CommandLineTests.binary, ["inspect", path])
+        #expect(inspect.status == 0 && !inspect.stdout.contains("DAMAGED"), "\(inspect.stdout)\(inspect.stderr)")
     }
 
     final class FinishSpy: CaptureFileOutputRecordingDelegate {
