@@ -122,7 +122,7 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
         case .writeFailed(let path, let code, let bytes, let seconds):
             let advice = code == EROFS ? "the filesystem became read-only; remount it read-write or record elsewhere"
                 : code == EIO ? "the device reported an I/O error; check the disk (dmesg) and record elsewhere"
-                : code == EFBIG ? "the file is larger than this filesystem allows; use fragments or another filesystem"
+                : code == EFBIG ? "the file reached the largest size this filesystem or the process's file-size limit (ulimit -f) allows; record shorter files (maxRecordedFileSize) or raise the limit"
                 : "check the disk and the path, or record elsewhere"
             return "writing \(path) failed: \(String(cString: strerror(code))) (errno \(code)); "
                 + Self.keptText(bytes: bytes, seconds: seconds) + "; " + advice

@@ -187,3 +187,25 @@ struct DiskFullTests {
         }
     }
 }
+
+/// A write the OS refuses for another reason than space: a file-size limit (`prlimit --fsize`,
+/// EFBIG). Needs no root. The CLI ignores SIGXFSZ, so the write fails instead of killing it.
+@Suite(.timeLimit(.minutes(2))) struct WriteFailureTests {
+    @Test func aFileSizeLimitEndsTheRecordingWithWriteFailedAndKeepsCompleteFragments() throws {
+        let dir = try TestSupport.temporaryDirectory()
+        let path = dir + "/limited.mp4"
+        let result = try TestSupport.run("prlimit", [
+            "--fsize=1000000", CommandLineTests.binary,
+            "record", "--camera", "sim:back", "--microphone", "sim:mic", "--duration", "60", "--size", "1280x720",
+            "--pace", "virtual", "--preset", "ultrafast", "--bitrate", "4000000", "--fragment-interval", "1", path,
+        ])
+        #expect(result.status == 1, "status \(result.status): \(result.stderr)")
+        #expect(result.stderr.contains("File too large (errno 27)"), "\(result.stderr)")
+        let kept = try #require(result.stderr.firstMatch(of: /kept ([0-9.]+) s in ([0-9]+) bytes/), "\(result.stderr)")
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int)
+        #expect(Int(kept.2) == size && size <= 1_000_000)
+        let decode = try TestSupport.run("ffmpeg", ["-v", "error", "-i", path, "-f", "null", "-"])
+        #expect(decode.status == 0 && decode.stderr.isEmpty, "ffmpeg: \(decode.stderr)")
+        #expect((Double(kept.1) ?? 0) > 5)
+    }
+}
