@@ -406,7 +406,8 @@ public final class MovieWriter: @unchecked Sendable {
         }
         // Always write the trailer: a file with a trailer is playable even if a flush failed.
         let trailer = av_write_trailer(fc)
-        if let ioFailure = writeFailure ?? ioError(trailer) { throw keepCompleteFragments(after: ioFailure) }
+        // An I/O failure is in pb->error (av_write_trailer returns it too); another failure stays codecFailure.
+        if let ioFailure = writeFailure ?? ioError(0) { throw keepCompleteFragments(after: ioFailure) }
         close(deleteFile: false)
         if let failure { throw failure }
         try FFmpeg.check(trailer, "writing the \(fileType.rawValue) trailer")
@@ -507,15 +508,16 @@ public final class MovieWriter: @unchecked Sendable {
     /// An I/O error becomes `diskFull`/`writeFailed` (remembered: the writer writes nothing more).
     private func checkWrite(_ code: Int32, _ operation: @autoclosure () -> String) throws(CaptureError) {
         if let writeFailure { throw writeFailure }
-        let ioCode = formatContext?.pointee.pb?.pointee.error ?? 0
-        if let failure = ioError(ioCode) ?? (code < 0 && formatContext?.pointee.pb == nil ? ioError(code) : nil) {
+        // Without an AVIOContext (opening failed) the call's own result is open(2)'s errno.
+        if let failure = ioError(formatContext?.pointee.pb == nil ? code : 0) {
             writeFailure = failure
             throw failure
         }
         try FFmpeg.check(code, operation())
     }
 
-    /// The typed error for an I/O result (`AVERROR(errno)`), promising what will be kept; nil if it is not one.
+    /// The typed error for the AVIOContext's error, else for `code` taken as an I/O result
+    /// (`AVERROR(errno)`), promising what will be kept; nil if neither is one.
     private func ioError(_ code: Int32) -> CaptureError? {
         let pbError = formatContext?.pointee.pb?.pointee.error ?? 0
         let value = pbError < 0 ? pbError : code
