@@ -140,6 +140,46 @@ struct DiskFullTests {
         #expect(decoded.frames == summary.videoFrames, "decoded \(decoded.frames), summary says \(summary.videoFrames)")
     }
 
+    @Test func assetWriterFailsWithDiskFullAndKeepsItsCompleteFragments() async throws {
+        let disk = try SmallDisk(size: "1m")
+        defer { disk.unmount() }
+        let path = disk.path + "/written.mp4"
+        let (session, videoOutput, audioOutput) = try AssetTestSupport.dataOutputSession()
+        let writer = try AssetWriter(url: URL(fileURLWithPath: path), fileType: .mp4)
+        writer.movieFragmentInterval = MediaTime(value: 1, timescale: 1)
+        let videoInput = try AssetWriterInput(mediaType: .video, outputSettings: [
+            VideoSettingsKey.codec: .string(VideoCodecType.h264),
+            VideoSettingsKey.width: 640, VideoSettingsKey.height: 480,
+            VideoSettingsKey.compressionProperties: [VideoSettingsKey.averageBitRate: 2_000_000],
+        ])
+        let audioInput = try AssetWriterInput(mediaType: .audio, outputSettings: [
+            AudioSettingsKey.formatID: .string(AudioFormatID.mpeg4AAC), AudioSettingsKey.numberOfChannels: 1,
+            AudioSettingsKey.sampleRate: 48_000,
+        ])
+        try writer.add(videoInput)
+        try writer.add(audioInput)
+        let feeder = AssetFeeder(video: videoInput, audio: audioInput, end: MediaTime(value: 120, timescale: 1))
+        videoOutput.setSampleBufferDelegate(feeder, queue: DispatchQueue(label: "video"))
+        audioOutput.setSampleBufferDelegate(feeder, queue: DispatchQueue(label: "audio"))
+        #expect(writer.startWriting())
+        writer.startSession(atSourceTime: .zero)
+        try await AssetTestSupport.run(session, writer, feeder, frames: 3600)
+        #expect(writer.status == .failed)
+        // The error is updated with what was kept once the file has been cut back.
+        await AssetTestSupport.waitUntil(seconds: 10) {
+            if case .diskFull(_, let bytes, _) = writer.error { return bytes == size(path) }
+            return false
+        }
+        guard case .diskFull(let errorPath, let bytes, let seconds) = writer.error else {
+            Issue.record("expected diskFull, got \(String(describing: writer.error))")
+            return
+        }
+        #expect(errorPath == path && bytes == size(path))
+        #expect(seconds > 1)
+        let decoded = try decodesToTheLastFrame(path)
+        #expect(abs(Double(decoded.frames) / 30 - seconds) < 0.05, "\(decoded.frames) frames for \(seconds) s")
+    }
+
     @Test func wavRecorderKeepsEveryWholeSampleThatFitted() async throws {
         let disk = try SmallDisk(size: "256k")
         defer { disk.unmount() }
