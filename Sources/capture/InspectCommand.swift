@@ -17,10 +17,11 @@ struct InspectCommand: ParsableCommand {
             the markers of the intact part.
 
             Exit codes:
-              0  the file is whole and every check asked for passed
-              1  a check failed (--expect-frames, --max-av-offset), or the file could not be opened at all (e.g. missing)
-              3  the file is damaged: truncated or corrupt; the report says what is intact (checks cover that part)
-              4  the file is damaged and nothing in it decodes (no index, or not a media file)
+              0  whole file; every check asked for passed
+              1  a check failed, or there is no file to read
+              3  damaged (truncated or corrupt): the report says what is intact
+              4  damaged, and nothing in it decodes (no index, not media)
+            Checks (--expect-frames, --max-av-offset) judge the intact part.
             """)
 
     @Argument(help: "The media file.")
