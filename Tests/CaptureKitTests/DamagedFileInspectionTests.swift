@@ -105,6 +105,28 @@ import Testing
         #expect(Int64(offset) <= at + 4096)
     }
 
+    @Test func aDestroyedBoxHeaderIsWhereTheDamageStarts() async throws {
+        let good = try await Self.recording.paths().fragmented
+        let damaged = try copy(good, as: "header.mp4")
+        let layout = try #require(ContainerLayout.read(path: damaged))
+        let moofs = layout.boxes.filter { $0.type == "moof" }
+        try #require(moofs.count >= 3)
+        let victim = moofs[2]
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: damaged))
+        try handle.seek(toOffset: UInt64(victim.offset))
+        handle.write(Data([0xDE, 0xAD, 0xBE, 0xEF, 0x00, 0x11, 0x22, 0x33]))
+        try handle.close()
+
+        let r = try await inspect(damaged)
+        #expect(r.status == 3, "\(r.text)\(r.stderr)")
+        #expect(r.text.contains("no valid box starts at byte \(victim.offset)"), "\(r.text)")
+        let damage = try #require(r.json["damage"] as? [String: Any])
+        #expect(damage["kind"] as? String == "corrupt")
+        #expect((damage["layout"] as? [String: Any])?["damageOffset"] as? Int == Int(victim.offset))
+        // The two fragments before it are intact: 2 s at 1 s fragments.
+        #expect((damage["intactVideoFrames"] as? Int ?? 0) >= 30)
+    }
+
     @Test func anUnfragmentedMovieCutBeforeItsIndexDecodesNothing() async throws {
         let plain = try await Self.recording.paths().plain
         let cut = try copy(plain, as: "plaincut.mp4", bytes: 100_000)
