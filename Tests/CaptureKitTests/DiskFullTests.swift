@@ -244,6 +244,18 @@ struct DiskFullTests {
         let kept = try #require(result.stderr.firstMatch(of: /kept ([0-9.]+) s in ([0-9]+) bytes/), "\(result.stderr)")
         let size = try #require(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int)
         #expect(Int(kept.2) == size && size <= 1_000_000)
+        // --json: what was kept, on stdout, for scripts.
+        let again = dir + "/limited-json.mp4"
+        let json = try TestSupport.run("prlimit", [
+            "--fsize=1000000", CommandLineTests.binary,
+            "record", "--camera", "sim:back", "--duration", "60", "--size", "1280x720", "--pace", "virtual",
+            "--preset", "ultrafast", "--bitrate", "4000000", "--fragment-interval", "1", "--json", again,
+        ])
+        #expect(json.status == 1)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any], "\(json.stdout)")
+        #expect(object["stopReason"] as? String == "writeFailed" && object["errno"] as? Int == 27)
+        #expect(object["fileIsUsable"] as? Bool == true)
+        #expect(object["bytesKept"] as? Int == (try FileManager.default.attributesOfItem(atPath: again)[.size] as? Int))
         let decode = try TestSupport.run("ffmpeg", ["-v", "error", "-i", path, "-f", "null", "-"])
         #expect(decode.status == 0 && decode.stderr.isEmpty, "ffmpeg: \(decode.stderr)")
         #expect((Double(kept.1) ?? 0) > 5)
