@@ -1,3 +1,5 @@
+import Foundation
+
 /// Every failure CaptureKit reports. Each case says what went wrong and, in `description`, what to do.
 public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
     // Devices
@@ -17,6 +19,13 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
     case outputDirectoryMissing(path: String)
     case outputFileExists(path: String)
     case fileOperationFailed(path: String, reason: String)
+    /// The file's volume is full (ENOSPC, EDQUOT): writing stopped. `bytesKept` is what is left in
+    /// the file; `secondsKept` how much of it plays (a fragmented movie keeps its complete fragments;
+    /// 0 when nothing plays, e.g. an unfragmented movie, whose index was never written).
+    case diskFull(path: String, bytesKept: Int64 = 0, secondsKept: Double = 0)
+    /// The operating system refused a write (EIO, EROFS, EFBIG, …): `errno` says why; what is kept
+    /// is as for `diskFull`.
+    case writeFailed(path: String, errno: Int32, bytesKept: Int64 = 0, secondsKept: Double = 0)
     case alreadyRecording
     /// The recording stopped at a limit; the file is finished and playable (AVErrorRecordingSuccessfullyFinishedKey).
     case recordingLimitReached(RecordingLimit)
@@ -63,6 +72,22 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
     /// instead of dropping a frame, so slow consumers never change what is captured.
     case buffersNotReturned(device: String, buffers: Int, seconds: Double)
 
+    /// A failed write on `path` as the typed error for its errno: ENOSPC and EDQUOT are `diskFull`,
+    /// everything else `writeFailed`.
+    public static func writeError(path: String, errno code: Int32, bytesKept: Int64 = 0, secondsKept: Double = 0) -> CaptureError {
+        code == ENOSPC || code == EDQUOT
+            ? .diskFull(path: path, bytesKept: bytesKept, secondsKept: secondsKept)
+            : .writeFailed(path: path, errno: code, bytesKept: bytesKept, secondsKept: secondsKept)
+    }
+
+    /// True for `diskFull` and `writeFailed`: the operating system refused to store the data.
+    public var isWriteFailure: Bool {
+        switch self {
+        case .diskFull, .writeFailed: return true
+        default: return false
+        }
+    }
+
     /// True when the error still leaves a complete, playable file (a limit was reached).
     public var recordingFinishedSuccessfully: Bool {
         if case .recordingLimitReached = self { return true }
@@ -95,6 +120,17 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
             return "cannot record to \(path): a file already exists there; remove it or choose another name"
         case .fileOperationFailed(let path, let reason):
             return "file operation on \(path) failed: \(reason)"
+        case .diskFull(let path, let bytes, let seconds):
+            return "the disk holding \(path) is full (no space left on device): writing stopped; "
+                + Self.keptText(bytes: bytes, seconds: seconds)
+                + "; free space on that disk or record to another one (set minFreeDiskSpaceLimit to stop before a disk is full)"
+        case .writeFailed(let path, let code, let bytes, let seconds):
+            let advice = code == EROFS ? "the filesystem became read-only; remount it read-write or record elsewhere"
+                : code == EIO ? "the device reported an I/O error; check the disk (dmesg) and record elsewhere"
+                : code == EFBIG ? "the file reached the largest size this filesystem or the process's file-size limit (ulimit -f) allows; record shorter files (maxRecordedFileSize) or raise the limit"
+                : "check the disk and the path, or record elsewhere"
+            return "writing \(path) failed: \(String(cString: strerror(code))) (errno \(code)); "
+                + Self.keptText(bytes: bytes, seconds: seconds) + "; " + advice
         case .recordingLimitReached(let limit):
             return "the recording stopped at its \(limit.rawValue) limit; the file is complete"
         case .noDataRecorded:
@@ -140,6 +176,18 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
         case .buffersNotReturned(let device, let buffers, let seconds):
             return "'\(device)' has had all \(buffers) of its buffers held for \(seconds) s, so virtual time cannot advance; a consumer keeps sample buffers: release them when done (copy the pixels to keep them)"
         }
+    }
+}
+
+extension CaptureError {
+    static func keptText(bytes: Int64, seconds: Double) -> String {
+        if seconds > 0 {
+            return "kept \(String(format: "%.3f", seconds)) s in \(bytes) bytes (whole fragments or samples only), which play to their last frame"
+        }
+        if bytes > 0 {
+            return "the \(bytes) bytes left in the file do not play (an unfragmented movie is indexed only when it ends: record with fragments, e.g. movieFragmentInterval or --fragment-interval 1)"
+        }
+        return "nothing was kept"
     }
 }
 

@@ -74,6 +74,9 @@ public final class CaptureSession: Sendable {
 
     deinit {
         if let token = availabilityToken.withLock({ $0 }) { DeviceAvailability.shared.removeObserver(token) }
+        // An output's attachment holds its connections and each connection holds the output: a
+        // session dropped without removeOutput left that cycle behind (LeakSanitizer, ci/sanitize).
+        for output in state.withLock({ $0.outputs }) { output.attachment.detach() }
     }
 
     // MARK: Inspection

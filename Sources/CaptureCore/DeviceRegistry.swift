@@ -12,8 +12,15 @@ public final class DeviceRegistry: Sendable {
 
     public init(drivers: [any CaptureDriver]) {
         self.drivers = drivers
-        for case let driver as any HotPlugDriver in drivers {
-            driver.addHotPlugHandler { [weak self] event in self?.handle(event, from: driver) }
+        for (index, driver) in drivers.enumerated() {
+            guard let hotPlug = driver as? any HotPlugDriver else { continue }
+            // The handler must not hold the driver: the driver keeps its handlers (the simulator's
+            // scenario does), and driver → handler → driver was a cycle that leaked both
+            // (LeakSanitizer, ci/sanitize).
+            hotPlug.addHotPlugHandler { [weak self] event in
+                guard let self else { return }
+                self.handle(event, from: self.drivers[index])
+            }
         }
     }
 

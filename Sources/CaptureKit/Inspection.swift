@@ -45,8 +45,36 @@ public struct InspectionReport: Sendable, Codable {
     public var checks: [Check]
     public var contactSheet: String?
     public var thumbnails: [Thumbnail]
+    /// nil when the file is whole: every packet reads and decodes cleanly and its boxes tile it.
+    public var damage: Damage?
 
     public var passed: Bool { checks.allSatisfy(\.passed) }
+
+    /// What is wrong with a damaged file and how much of it is intact. Streams, frame counts and
+    /// the marker analysis of the report cover only the intact part.
+    public struct Damage: Sendable, Codable {
+        public enum Kind: String, Sendable, Codable {
+            /// The file ends early (a full disk, a crash, a cut copy).
+            case truncated
+            /// Bytes inside the file are damaged; it may go on after them.
+            case corrupt
+            /// Nothing in it can be read as media (no index, not a media file).
+            case unreadable
+        }
+        public var kind: Kind
+        /// One sentence: what is wrong.
+        public var summary: String
+        /// The first packet that does not read or decode cleanly: stream, packet number, time, byte offset.
+        public var firstDamagedPacket: DecodeDamage?
+        /// Seconds from the start that decode cleanly (to the end of the last clean frame or sample).
+        public var intactDuration: Double
+        public var intactVideoFrames: Int
+        public var intactAudioDuration: Double?
+        /// Packets the demuxer could still read after the damage (not decoded).
+        public var packetsAfterDamage: Int
+        /// The boxes of an MP4/MOV/M4A file as the bytes show them (nil for other formats).
+        public var layout: ContainerLayout?
+    }
 }
 
 /// Runs the inspection; see `InspectionReport`.
@@ -69,9 +97,21 @@ public enum RecordingInspector {
             throw .fileOperationFailed(path: path, reason: "no such file")
         }
         let size = (attributes[.size] as? NSNumber)?.int64Value ?? 0
-        let scanReader = try MediaFileReader(path: path)
+        let layout = ContainerLayout.read(path: path)
+        let scanReader: MediaFileReader
+        do {
+            scanReader = try MediaFileReader(path: path)
+        } catch {
+            // Nothing libavformat can open: say what the bytes show instead of the bare error.
+            let why = layout?.problem ?? "not a media file libavformat can read (\(error))"
+            let damage = InspectionReport.Damage(kind: .unreadable, summary: why, firstDamagedPacket: nil, intactDuration: 0,
+                                                 intactVideoFrames: 0, intactAudioDuration: nil, packetsAfterDamage: 0, layout: layout)
+            return InspectionReport(path: path, format: "unknown", duration: nil, fileSize: size, bitrate: nil, streams: [],
+                                    decodedVideoFrames: 0, hasMarkers: false, analysis: nil, checks: [], contactSheet: nil,
+                                    thumbnails: [], damage: damage)
+        }
         let info = scanReader.info
-        let packets = try scanReader.scanPackets()
+        let packets = try scanReader.scanPackets(stopAtReadError: true)
         let streams = info.streams.map { stream -> InspectionReport.Stream in
             let p = packets.first { $0.index == stream.index }
             let seconds = stream.duration ?? info.duration
@@ -87,21 +127,47 @@ public enum RecordingInspector {
         var analyzer = RecordingAnalyzer()
         var frames = 0
         var levels = AudioLevelTrack()
+        var videoTimes: (first: Double, last: Double)?
+        var frameTimes: [Double] = []
+        var audioEnd: Double?
+        let outcome: DecodeOutcome
         do {
-            try MediaFileReader(path: path).decode(
+            // Strict decoding that stops at the first damage: what the analysis sees is the intact part.
+            outcome = try MediaFileReader(path: path).decodeUntilDamage(
                 video: { frame in
                     let plane = LumaPlane(base: frame.luma, width: frame.width, height: frame.height, bytesPerRow: frame.bytesPerRow[0])
                     analyzer.addVideoFrame(plane, presentationTime: frame.presentationTime)
                     sheet.offer(frame, number: frames)
                     frames += 1
+                    videoTimes = (videoTimes?.first ?? frame.presentationTime, max(videoTimes?.last ?? 0, frame.presentationTime))
+                    frameTimes.append(frame.presentationTime)
                 },
                 audio: { samples, channels, rate, start in
                     let mono = channels == 1 ? samples : stride(from: 0, to: samples.count, by: channels).map { samples[$0] }
                     analyzer.addAudio(mono, startTime: start, sampleRate: rate)
                     levels.add(mono, rate: rate)
+                    audioEnd = max(audioEnd ?? 0, start + Double(mono.count) / Double(rate))
                 })
         } catch {
             throw (error as? CaptureError) ?? .codecFailure(operation: "decoding \(path)", code: -1, message: "\(error)")
+        }
+        var damage: InspectionReport.Damage?
+        // The end of the last clean frame: its time plus the typical gap between frames.
+        let gap = frames > 1 ? ((videoTimes?.last ?? 0) - (videoTimes?.first ?? 0)) / Double(frames - 1) : 0
+        let videoEnd = videoTimes.map { $0.last + gap }
+        // A file cut between packets (Matroska, WAV) reads cleanly to its end: only the duration its
+        // header claims shows that media is missing.
+        var shortfall: String?
+        let decodedEnd = max(videoEnd ?? 0, audioEnd ?? 0)
+        if let claimed = info.duration, decodedEnd > 0, claimed - decodedEnd > max(0.25, 3 * gap) {
+            shortfall = String(format: "the container says the media lasts %.3f s, but it ends at %.3f s: the file is cut short", claimed, decodedEnd)
+        }
+        if outcome.damage != nil || layout?.problem != nil || shortfall != nil {
+            let intact = videoEnd ?? audioEnd ?? 0
+            // Frames of another stream may have decoded past the first damaged packet (interleaving);
+            // the file is whole only up to that packet.
+            let cleanFrames = outcome.damage?.time.map { t in frameTimes.filter { $0 < t - 1e-6 }.count } ?? frames
+            damage = Self.damage(outcome, layout: layout, shortfall: shortfall, intact: intact, frames: cleanFrames, audioEnd: audioEnd)
         }
         let analysis = analyzer.report()
         let stamped = analysis.frameIndices.compactMap { $0 }.count
@@ -129,16 +195,46 @@ public enum RecordingInspector {
         var thumbnails: [InspectionReport.Thumbnail] = []
         if let out = options.contactSheetPath {
             let jpeg = try sheet.render(levels: levels, analysis: analysis, thumbnails: &thumbnails)
-            guard FileManager.default.createFile(atPath: out, contents: Data(jpeg)) else {
-                throw .fileOperationFailed(path: out, reason: "cannot write the contact sheet")
-            }
+            // An existing sheet is replaced (as before); the write itself is checked.
+            try? FileManager.default.removeItem(atPath: out)
+            try NewFile.write(jpeg, to: out)
         }
         return InspectionReport(
             path: path, format: info.formatName, duration: info.duration, fileSize: size,
             bitrate: info.duration.flatMap { $0 > 0 ? Int(Double(size * 8) / $0) : nil },
             streams: streams, decodedVideoFrames: frames, hasMarkers: hasMarkers,
             analysis: frames > 0 || analysis.audioDuration != nil ? analysis : nil,
-            checks: checks, contactSheet: options.contactSheetPath, thumbnails: thumbnails)
+            checks: checks, contactSheet: options.contactSheetPath, thumbnails: thumbnails, damage: damage)
+    }
+
+    /// Classifies the damage and says it in a sentence.
+    static func damage(_ outcome: DecodeOutcome, layout: ContainerLayout?, shortfall: String?, intact: Double, frames: Int,
+                       audioEnd: Double?) -> InspectionReport.Damage {
+        let first = outcome.damage
+        let nothing = frames == 0 && (audioEnd ?? 0) == 0
+        let kind: InspectionReport.Damage.Kind
+        if nothing && first == nil && layout?.hasIndex == false {
+            kind = .unreadable
+        } else if layout?.truncated == true || first?.packetCutShort == true || (first == nil && shortfall != nil)
+                    || (first != nil && outcome.packetsAfterDamage == 0 && layout == nil) {
+            kind = .truncated
+        } else {
+            kind = .corrupt
+        }
+        var parts: [String] = []
+        if let problem = layout?.problem { parts.append(problem) }
+        if let shortfall { parts.append(shortfall) }
+        if let first {
+            var at: [String] = []
+            if let type = first.mediaType, let n = first.packet { at.append("\(type) packet \(n)") }
+            if let t = first.time { at.append(String(format: "at %.3f s", t)) }
+            if let b = first.byteOffset { at.append("byte \(b)") }
+            parts.append("decoding stops at " + (at.isEmpty ? "the end" : at.joined(separator: ", ")) + ": " + first.problem)
+        }
+        return InspectionReport.Damage(kind: kind, summary: parts.joined(separator: "; "), firstDamagedPacket: first,
+                                       intactDuration: first?.time.map { min(intact, max(0, $0)) } ?? intact, 
+                                       intactVideoFrames: frames, intactAudioDuration: audioEnd.map { a in first?.time.map { min(a, $0) } ?? a },
+                                       packetsAfterDamage: outcome.packetsAfterDamage, layout: layout)
     }
 
     /// "3, 40–44, 90" for a sorted list of indices.

@@ -29,7 +29,9 @@ public struct RecordingSummary: Sendable, Codable, Equatable {
     public var fileSize: Int64
     /// PTS (session clock) of the first recorded sample.
     public var startTime: Double?
-    /// Why it ended: requested, sessionStopped, maximumDuration, maximumFileSize, diskFull, error.
+    /// Why it ended: requested, sessionStopped, maximumDuration, maximumFileSize, diskFull (the
+    /// `minFreeDiskSpaceLimit`, or the disk really filled up: then the error is `.diskFull`),
+    /// writeFailed, error.
     public var stopReason: String = "requested"
     /// True when the file was finalized and plays (always, unless nothing could be written).
     public var fileIsUsable: Bool = false
@@ -690,7 +692,7 @@ public final class MovieFileOutput: CaptureOutput {
                 }
             }
         } catch {
-            return .stop(error, reason: "error")
+            return .stop(error, reason: Self.stopReason(for: error))
         }
         return checkSizeAndSpace(active, limits)
     }
@@ -786,17 +788,30 @@ public final class MovieFileOutput: CaptureOutput {
             }
             var failure = error
             var usable = true
+            var reason = reason
             do throws(CaptureError) {
                 try active.writer.finish()
             } catch let finishError {
-                failure = failure ?? finishError
+                // A refused write comes back from finish with what the file kept.
+                failure = finishError.isWriteFailure ? finishError : failure ?? finishError
                 usable = false
             }
             let size = (try? FileManager.default.attributesOfItem(atPath: active.request.path)[.size] as? Int64) ?? 0
-            let duration = active.hasVideo ? (active.lastVideoEnd - active.fileStart).seconds
+            var duration = active.hasVideo ? (active.lastVideoEnd - active.fileStart).seconds
                 : Double(active.audioSamples) / Double(active.audioRate)
-            var summary = RecordingSummary(path: active.request.path, videoFrames: active.writer.videoFramesWritten,
-                                           audioSamples: active.audioSamples, duration: duration, fileSize: size,
+            var videoFrames = active.writer.videoFramesWritten
+            var audioSamples = active.audioSamples
+            if let failure, failure.isWriteFailure {
+                // The file holds its complete fragments only: count what they hold.
+                let kept = active.writer.completePart
+                reason = Self.stopReason(for: failure)
+                usable = kept.seconds > 0
+                duration = kept.seconds
+                videoFrames = kept.videoFrames
+                audioSamples = min(audioSamples, Int64((kept.seconds * Double(active.audioRate)).rounded()))
+            }
+            var summary = RecordingSummary(path: active.request.path, videoFrames: videoFrames,
+                                           audioSamples: audioSamples, duration: duration, fileSize: size,
                                            startTime: active.startTime.seconds)
             summary.stopReason = reason
             summary.fileIsUsable = usable
@@ -810,6 +825,15 @@ public final class MovieFileOutput: CaptureOutput {
             finish(active.request, summary: summary, error: failure)
         }
         return true
+    }
+
+    /// `RecordingSummary.stopReason` for a failure: `diskFull`, `writeFailed` or `error`.
+    private static func stopReason(for error: CaptureError) -> String {
+        switch error {
+        case .diskFull: return "diskFull"
+        case .writeFailed: return "writeFailed"
+        default: return "error"
+        }
     }
 
     private func finish(_ request: Request, summary: RecordingSummary, error: CaptureError?) {

@@ -197,7 +197,16 @@ public final class AssetWriter: Sendable {
         }
         guard changed else { return }
         for input in inputs { input.wake() }
-        queue.async { self.engine.discard() }
+        guard error.isWriteFailure else {
+            queue.async { self.engine.discard() }
+            return
+        }
+        // The disk refused a write: keep the complete fragments (the file plays to their end) and
+        // say how much that is.
+        queue.async {
+            guard let kept = self.engine.keepCompleteFragments() else { return }
+            self.state.withLock { $0.error = kept }
+        }
     }
 
     /// Called by an input: queue `sample` for encoding (validation already done by the input).
@@ -525,6 +534,21 @@ final class WriterEngine: @unchecked Sendable {
             try open()
         }
         try movie?.finish()
+    }
+
+    /// After a refused write: the file is cut back to its complete fragments and kept; returns the
+    /// error with what was kept.
+    func keepCompleteFragments() -> CaptureError? {
+        guard !discarded, let movie else { return nil }
+        discarded = true
+        held = []
+        self.movie = nil
+        do throws(CaptureError) {
+            try movie.finish()
+        } catch {
+            return error
+        }
+        return nil
     }
 
     func discard() {

@@ -23,6 +23,18 @@ enum FFmpeg {
         return code
     }
 
+    /// For a call that writes through `context`'s AVIOContext: libavformat keeps a refused write in
+    /// `pb->error` and carries on, so that is checked first; an I/O failure (`AVERROR(errno)`)
+    /// becomes `diskFull`/`writeFailed` for `path`, any other failure `codecFailure`.
+    static func checkWrite(_ code: Int32, _ context: UnsafeMutablePointer<AVFormatContext>?, path: String,
+                           _ operation: @autoclosure () -> String) throws(CaptureError) {
+        let pbError = context?.pointee.pb?.pointee.error ?? 0
+        if pbError < 0, -pbError < 4096 { throw .writeError(path: path, errno: -pbError) }
+        // Opening the file (no AVIOContext yet) fails with the errno of open(2).
+        if code < 0, -code < 4096, context?.pointee.pb == nil { throw .writeError(path: path, errno: -code) }
+        try check(code, operation())
+    }
+
     static func rational(_ time: MediaTime) -> AVRational {
         AVRational(num: Int32(clamping: time.value), den: time.timescale)
     }

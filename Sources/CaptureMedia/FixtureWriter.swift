@@ -92,8 +92,8 @@ public final class FixtureWriter: @unchecked Sendable {
         av_dict_set(&fc.pointee.metadata, FixtureFormat.versionKey, String(formatVersion), 0)
         fc.pointee.flags |= AVFMT_FLAG_BITEXACT
         do {
-            try FFmpeg.check(avio_open(&fc.pointee.pb, path, AVIO_FLAG_WRITE), "opening \(path)")
-            try FFmpeg.check(avformat_write_header(fc, nil), "writing the fixture header")
+            try FFmpeg.checkWrite(avio_open(&fc.pointee.pb, path, AVIO_FLAG_WRITE), fc, path: path, "opening \(path)")
+            try FFmpeg.checkWrite(avformat_write_header(fc, nil), fc, path: path, "writing the fixture header")
             // The profile is the first record: NUT's demuxer keeps metadata values to 1 KiB only.
             try writeRecord(["profile": profile], time: 0)
         } catch {
@@ -131,7 +131,7 @@ public final class FixtureWriter: @unchecked Sendable {
         p.pointee.flags |= AV_PKT_FLAG_KEY
         let r = av_interleaved_write_frame(muxer.context, p)
         av_packet_unref(p)
-        try FFmpeg.check(r, "writing a fixture packet")
+        try FFmpeg.checkWrite(r, muxer.context, path: path, "writing a fixture packet")
     }
 
     private func writeRecord(_ record: [String: Any], time: Int64) throws(CaptureError) {
@@ -211,7 +211,10 @@ public final class FixtureWriter: @unchecked Sendable {
         finished = true
         let end = lastDTS.filter { $0 != Int64.min }.max() ?? 0
         try writeRecord(["end": counts], time: end)
-        try FFmpeg.check(av_write_trailer(muxer.context), "writing the fixture trailer")
+        try FFmpeg.checkWrite(av_write_trailer(muxer.context), muxer.context, path: path, "writing the fixture trailer")
+        // The last buffered bytes reach the OS here: a refusal now still means a cut fixture.
+        avio_flush(muxer.context.pointee.pb)
+        try FFmpeg.checkWrite(0, muxer.context, path: path, "flushing the fixture")
         avio_closep(&muxer.context.pointee.pb)
     }
 

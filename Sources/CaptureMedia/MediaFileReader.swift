@@ -110,6 +110,115 @@ public final class MediaFileReader: @unchecked Sendable {
     }
 }
 
+/// The first packet of a file that does not read or decode cleanly.
+public struct DecodeDamage: Sendable, Codable, Equatable {
+    /// What went wrong, in FFmpeg's words or ours.
+    public var problem: String
+    /// The stream the packet belongs to (nil: the container itself could not be read further).
+    public var stream: Int?
+    public var mediaType: String?
+    /// The packet's number within its stream (0-based).
+    public var packet: Int?
+    /// The packet's presentation time, seconds.
+    public var time: Double?
+    /// Where the packet (or the unreadable part) starts in the file.
+    public var byteOffset: Int64?
+    /// The demuxer found the packet cut short: the file ends inside it.
+    public var packetCutShort: Bool
+}
+
+/// What `decodeUntilDamage` found.
+public struct DecodeOutcome: Sendable, Equatable {
+    /// nil when every packet read and decoded cleanly.
+    public var damage: DecodeDamage?
+    /// Packets that could still be read after the damage (not decoded).
+    public var packetsAfterDamage = 0
+}
+
+extension MediaFileReader {
+    /// Silences libav*'s own log (the process-wide level): for tools that report problems
+    /// themselves, such as `capture inspect`.
+    public static func silenceLibraryLogs() {
+        _ = FFmpeg.quietLogs  // set once per process (lazily): it must not undo this later
+        av_log_set_level(AV_LOG_QUIET)
+    }
+
+    /// Decodes like `decode`, but strictly (decoders stop at any bitstream error instead of hiding
+    /// it, a concealed frame counts as damaged) and without throwing for the file's own faults:
+    /// decoding stops at the first packet that is cut short, unreadable or undecodable, the
+    /// callbacks having seen only what came before it, and the rest of the file is only counted.
+    /// Throws what the callbacks throw, or when no decoder can be opened.
+    public func decodeUntilDamage(video onVideo: ((DecodedVideoFrame) throws -> Void)?,
+                                  audio onAudio: ((_ samples: [Float], _ channels: Int, _ sampleRate: Int, _ startTime: Double) throws -> Void)?)
+        throws -> DecodeOutcome {
+        guard let fc = formatContext else { return DecodeOutcome() }
+        var decoders: [Int32: StreamDecoder] = [:]
+        for stream in streams {
+            let type = stream.pointee.codecpar.pointee.codec_type
+            if (type == AVMEDIA_TYPE_VIDEO && onVideo != nil) || (type == AVMEDIA_TYPE_AUDIO && onAudio != nil) {
+                decoders[stream.pointee.index] = try StreamDecoder(stream: stream, strict: true)
+            }
+        }
+        var outcome = DecodeOutcome()
+        var counts = [Int](repeating: 0, count: streams.count)
+        let packet = try PacketOwner()
+        let p = packet.packet
+        while true {
+            let position = fc.pointee.pb.map { avio_tell($0) }
+            let r = av_read_frame(fc, p)
+            if r == FFmpeg.eof { break }
+            if r < 0 {
+                if outcome.damage == nil {
+                    outcome.damage = DecodeDamage(problem: "reading the file failed: \(FFmpeg.message(r))", byteOffset: position,
+                                                  packetCutShort: false)
+                }
+                break
+            }
+            defer { av_packet_unref(p) }
+            let index = Int(p.pointee.stream_index)
+            guard counts.indices.contains(index) else { continue }
+            let number = counts[index]
+            counts[index] += 1
+            if outcome.damage != nil {
+                outcome.packetsAfterDamage += 1
+                continue
+            }
+            let cutShort = p.pointee.flags & AV_PKT_FLAG_CORRUPT != 0
+            func damage(_ problem: String) -> DecodeDamage {
+                let stream = streams[index]
+                let tb = stream.pointee.time_base
+                let pts = p.pointee.pts != FFmpeg.noPTS ? p.pointee.pts : p.pointee.dts
+                let type = stream.pointee.codecpar.pointee.codec_type
+                return DecodeDamage(problem: problem, stream: index,
+                                    mediaType: type == AVMEDIA_TYPE_VIDEO ? "video" : type == AVMEDIA_TYPE_AUDIO ? "audio" : "other",
+                                    packet: number, time: pts == FFmpeg.noPTS ? nil : Double(pts) * Double(tb.num) / Double(tb.den),
+                                    byteOffset: p.pointee.pos >= 0 ? p.pointee.pos : position, packetCutShort: cutShort)
+            }
+            if cutShort {
+                outcome.damage = damage("the packet is cut short (\(p.pointee.size) bytes read): the file ends inside it, or its data is missing")
+                continue
+            }
+            guard let decoder = decoders[p.pointee.stream_index] else { continue }
+            do {
+                try decoder.decode(p, video: onVideo, audio: onAudio)
+            } catch let error as StreamDecoder.Damaged {
+                outcome.damage = damage(error.problem)
+            }
+        }
+        // Frames still inside the decoders came from packets before any damage.
+        for (index, decoder) in decoders where index != Int32(outcome.damage?.stream ?? -1) {
+            do {
+                try decoder.decode(nil, video: onVideo, audio: onAudio)
+            } catch let error as StreamDecoder.Damaged {
+                if outcome.damage == nil {
+                    outcome.damage = DecodeDamage(problem: error.problem, stream: Int(index), packetCutShort: false)
+                }
+            }
+        }
+        return outcome
+    }
+}
+
 /// Decodes one stream; converts frames to I420 / interleaved float. Confined to its reader's thread.
 final class StreamDecoder {
     let stream: UnsafeMutablePointer<AVStream>
@@ -119,7 +228,16 @@ final class StreamDecoder {
     var converted: PixelBuffer?
     var resampler: OpaquePointer?
 
-    init(stream: UnsafeMutablePointer<AVStream>) throws {
+    /// A decoder error in strict mode: the packet's data is damaged (not a programming error).
+    struct Damaged: Error {
+        let problem: String
+    }
+
+    /// Strict: stop at any bitstream error (AV_EF_EXPLODE) and treat concealed frames as damage.
+    let strict: Bool
+
+    init(stream: UnsafeMutablePointer<AVStream>, strict: Bool = false) throws {
+        self.strict = strict
         self.stream = stream
         guard let decoder = avcodec_find_decoder(stream.pointee.codecpar.pointee.codec_id) else {
             throw CaptureError.formatNotSupported("no decoder for \(String(cString: avcodec_get_name(stream.pointee.codecpar.pointee.codec_id)))")
@@ -129,8 +247,11 @@ final class StreamDecoder {
         try FFmpeg.check(avcodec_parameters_to_context(codec.context, stream.pointee.codecpar), "configuring a decoder")
         codec.context.pointee.pkt_timebase = stream.pointee.time_base
         codec.context.pointee.thread_count = 1
+        if strict { codec.context.pointee.err_recognition |= AV_EF_EXPLODE | AV_EF_CRCCHECK }
         try FFmpeg.check(avcodec_open2(codec.context, decoder, nil), "opening a decoder")
     }
+
+    private var codecName: String { String(cString: avcodec_get_name(codec.context.pointee.codec_id)) }
 
     deinit {
         sws_freeContext(scaler)
@@ -141,12 +262,19 @@ final class StreamDecoder {
                 video: ((DecodedVideoFrame) throws -> Void)?,
                 audio: (([Float], Int, Int, Double) throws -> Void)?) throws {
         let sent = avcodec_send_packet(codec.context, packet)
+        if strict, sent < 0, sent != FFmpeg.eof, sent != FFmpeg.eagain {
+            throw Damaged(problem: "the \(codecName) decoder refused the packet: \(FFmpeg.message(sent))")
+        }
         if sent != FFmpeg.eof { try FFmpeg.check(sent, "decoding a packet") }
         while true {
             let r = avcodec_receive_frame(codec.context, frame.frame)
             if r == FFmpeg.eagain || r == FFmpeg.eof { return }
+            if strict, r < 0 { throw Damaged(problem: "the \(codecName) decoder failed: \(FFmpeg.message(r))") }
             try FFmpeg.check(r, "receiving a decoded frame")
             defer { av_frame_unref(frame.frame) }
+            if strict, frame.frame.pointee.decode_error_flags != 0 || frame.frame.pointee.flags & AV_FRAME_FLAG_CORRUPT != 0 {
+                throw Damaged(problem: "the \(codecName) decoder had to conceal errors in a frame (flags \(frame.frame.pointee.decode_error_flags))")
+            }
             let tb = stream.pointee.time_base
             let pts = frame.frame.pointee.best_effort_timestamp
             let seconds = pts == FFmpeg.noPTS ? 0 : Double(pts) * Double(tb.num) / Double(tb.den)

@@ -260,7 +260,7 @@ public final class MovieWriter: @unchecked Sendable {
             try audio.open(globalHeader: globalHeader)
             audioStream = try addStream(for: audio.context)
         }
-        try FFmpeg.check(avio_open(&fc.pointee.pb, path, AVIO_FLAG_WRITE), "opening \(path) for writing")
+        try checkWrite(avio_open(&fc.pointee.pb, path, AVIO_FLAG_WRITE), "opening \(path) for writing")
         var muxerOptions: [(String, String)] = []
         if let interval = options.fragmentInterval, interval.isNumeric, interval > .zero, fileType == .mkv {
             // Matroska is written cluster by cluster anyway; we end a cluster at the same points
@@ -275,7 +275,7 @@ public final class MovieWriter: @unchecked Sendable {
             fragmentInterval = interval.seconds
         }
         let dictionary = OptionsDictionary(muxerOptions)
-        try FFmpeg.check(avformat_write_header(fc, &dictionary.pointer), "writing the \(fileType.rawValue) header")
+        try checkWrite(avformat_write_header(fc, &dictionary.pointer), "writing the \(fileType.rawValue) header")
         try FFmpeg.rejectLeftovers(dictionary.pointer, "the \(fileType.rawValue) muxer")
         headerBytes = avio_tell(fc.pointee.pb)
     }
@@ -419,6 +419,7 @@ public final class MovieWriter: @unchecked Sendable {
     public func finish() throws(CaptureError) {
         guard !finished, let fc = formatContext else { return }
         finished = true
+        if let writeFailure { throw keepCompleteFragments(after: writeFailure) }
         var failure: CaptureError?
         do {
             if let video, let stream = videoStream {
@@ -441,6 +442,8 @@ public final class MovieWriter: @unchecked Sendable {
         }
         // Always write the trailer: a file with a trailer is playable even if a flush failed.
         let trailer = av_write_trailer(fc)
+        // An I/O failure is in pb->error (av_write_trailer returns it too); another failure stays codecFailure.
+        if let ioFailure = writeFailure ?? ioError(0) { throw keepCompleteFragments(after: ioFailure) }
         close(deleteFile: false)
         if let failure { throw failure }
         try FFmpeg.check(trailer, "writing the \(fileType.rawValue) trailer")
@@ -485,12 +488,15 @@ public final class MovieWriter: @unchecked Sendable {
                           stream: UnsafeMutablePointer<AVStream>) throws(CaptureError) {
         guard let fc = formatContext else { return }
         defer { av_packet_unref(packet) }
+        if let writeFailure { throw writeFailure }
         packet.pointee.stream_index = stream.pointee.index
         if stream == videoStream, lastFragmentStart != nil {
             let seconds = Double(packet.pointee.pts) * Double(timeBase.num) / Double(timeBase.den)
             try cutFragmentIfDue(beforeVideoAt: seconds, isKeyframe: packet.pointee.flags & AV_PKT_FLAG_KEY != 0)
         }
         if stream == videoStream { videoPackets += 1 } else { audioPackets += 1 }
+        let end = Double(packet.pointee.pts + max(0, packet.pointee.duration)) * Double(timeBase.num) / Double(timeBase.den)
+        if stream == videoStream { videoEnd = max(videoEnd, end) } else { audioEnd = max(audioEnd, end) }
         defer {
             // The first fragment is cut as soon as every track has a packet, so the moov is on disk early.
             if fragmentInterval != nil, lastFragmentStart == nil, videoStream == nil || videoPackets > 0,
@@ -500,7 +506,7 @@ public final class MovieWriter: @unchecked Sendable {
         }
         // The muxer may have changed the stream's time base in write_header: rescale to it.
         av_packet_rescale_ts(packet, timeBase, stream.pointee.time_base)
-        try FFmpeg.check(av_interleaved_write_frame(fc, packet), "writing a packet to \(path)")
+        try checkWrite(av_interleaved_write_frame(fc, packet), "writing a packet to \(path)")
     }
 
     /// Cuts a fragment before the first video keyframe at or past the next point of the fragment
@@ -515,15 +521,101 @@ public final class MovieWriter: @unchecked Sendable {
 
     private func cutFragment(at seconds: Double) throws(CaptureError) {
         guard let fc = formatContext else { return }
+        if let writeFailure { throw writeFailure }
         // Drain the interleaving queue, then a NULL packet makes the muxer write the fragment it holds (frag_custom).
-        try FFmpeg.check(av_interleaved_write_frame(fc, nil), "flushing interleaved packets")
+        try checkWrite(av_interleaved_write_frame(fc, nil), "flushing interleaved packets")
         let moovPending = fragmentsWritten == 0 && fileType != .mkv
-        try FFmpeg.check(av_write_frame(fc, nil), "writing a fragment to \(path)")
+        try checkWrite(av_write_frame(fc, nil), "writing a fragment to \(path)")
         // With delay_moov the first flush writes only the moov; flush again for the samples.
-        if moovPending { try FFmpeg.check(av_write_frame(fc, nil), "writing the first fragment to \(path)") }
+        if moovPending { try checkWrite(av_write_frame(fc, nil), "writing the first fragment to \(path)") }
         avio_flush(fc.pointee.pb)
+        // The OS has taken every byte up to here (a failed write sets pb->error): this fragment is whole.
+        try checkWrite(0, "flushing a fragment to \(path)")
         fragmentsWritten += 1
         lastFragmentStart = seconds
+        completePart = CompletePart(bytes: avio_tell(fc.pointee.pb), seconds: audioStream != nil && videoStream == nil ? audioEnd : videoEnd,
+                                    videoFrames: videoPackets, fragments: fragmentsWritten)
+    }
+
+    // MARK: Write errors
+
+    /// What the file holds in complete fragments: the bytes up to the end of the last fragment the
+    /// OS took whole, the media in them, and how many fragments. All zero until the first fragment
+    /// is on disk (and always, for an unfragmented movie).
+    public struct CompletePart: Sendable, Equatable {
+        public var bytes: Int64 = 0
+        public var seconds: Double = 0
+        public var videoFrames = 0
+        public var fragments = 0
+    }
+
+    /// See `CompletePart`; after a write failure, what the file was cut back to.
+    public private(set) var completePart = CompletePart()
+    /// The first write the OS refused (`diskFull`/`writeFailed`); nothing more is written after it.
+    public private(set) var writeFailure: CaptureError?
+    /// End (seconds) of the media handed to the muxer, per track.
+    private var videoEnd = 0.0
+    private var audioEnd = 0.0
+
+    /// libavformat keeps a failed write in `pb->error` and carries on, so a full disk goes unseen
+    /// unless it is looked at: checks it after every call that writes, then the call's own result.
+    /// An I/O error becomes `diskFull`/`writeFailed` (remembered: the writer writes nothing more).
+    private func checkWrite(_ code: Int32, _ operation: @autoclosure () -> String) throws(CaptureError) {
+        if let writeFailure { throw writeFailure }
+        // Without an AVIOContext (opening failed) the call's own result is open(2)'s errno.
+        if let failure = ioError(formatContext?.pointee.pb == nil ? code : 0) {
+            writeFailure = failure
+            throw failure
+        }
+        try FFmpeg.check(code, operation())
+    }
+
+    /// The typed error for the AVIOContext's error, else for `code` taken as an I/O result
+    /// (`AVERROR(errno)`), promising what will be kept; nil if neither is one.
+    private func ioError(_ code: Int32) -> CaptureError? {
+        let pbError = formatContext?.pointee.pb?.pointee.error ?? 0
+        let value = pbError < 0 ? pbError : code
+        guard value < 0, -value < 4096 else { return nil }
+        return .writeError(path: path, errno: -value, bytesKept: completePart.bytes, secondsKept: completePart.seconds)
+    }
+
+    /// After a refused write: closes the file and cuts it back to the end of its last complete
+    /// fragment (no trailer fits on a full disk, and a cut fragment would stop players with an
+    /// error), so it plays to that fragment's last frame. An unfragmented movie is left as it is
+    /// (its index is written only at the end, so nothing in it plays). Returns the error with what
+    /// was kept.
+    private func keepCompleteFragments(after failure: CaptureError) -> CaptureError {
+        writeFailure = failure
+        // Closing flushes what avio still buffers; on a full disk those writes fail too, harmlessly.
+        close(deleteFile: false)
+        let code: Int32
+        switch failure {
+        case .writeFailed(_, let e, _, _): code = e
+        default: code = ENOSPC
+        }
+        if fileType == .wav, let kept = WAVRepair.keepWholeSamples(path: path) {
+            // PCM needs no index: every whole sample frame on disk plays once the sizes are right.
+            completePart = CompletePart(bytes: kept.bytes, seconds: kept.seconds, videoFrames: 0, fragments: 0)
+            let failureWithKept = CaptureError.writeError(path: path, errno: code, bytesKept: kept.bytes, secondsKept: kept.seconds)
+            writeFailure = failureWithKept
+            return failureWithKept
+        }
+        if fragmentInterval != nil {
+            if completePart.fragments > 0 {
+                // A read-only or failing disk may refuse this too: then the partial fragment stays.
+                _ = truncate(path, off_t(completePart.bytes))
+            } else {
+                // Not one fragment reached the disk whole: nothing in the file would play.
+                unlink(path)
+            }
+        }
+        var info = stat()
+        let size = stat(path, &info) == 0 ? Int64(info.st_size) : 0
+        if fragmentInterval == nil || completePart.fragments == 0 { completePart = CompletePart() }
+        completePart.bytes = size
+        let failureWithKept = CaptureError.writeError(path: path, errno: code, bytesKept: size, secondsKept: completePart.seconds)
+        writeFailure = failureWithKept
+        return failureWithKept
     }
 
     private func close(deleteFile: Bool) {
@@ -532,6 +624,54 @@ public final class MovieWriter: @unchecked Sendable {
         avformat_free_context(fc)
         formatContext = nil
         if deleteFile { try? FileManager.default.removeItem(atPath: path) }
+    }
+}
+
+/// Makes a WAV file cut short by a failed write playable: keeps only whole sample frames and writes
+/// the RIFF and data sizes libavformat would have written at the end (an 8-byte overwrite in place,
+/// which needs no new space).
+enum WAVRepair {
+    static func keepWholeSamples(path: String) -> (bytes: Int64, seconds: Double)? {
+        let fd = open(path, O_RDWR)
+        guard fd >= 0 else { return nil }
+        defer { _ = Glibc.close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { return nil }
+        let size = Int64(info.st_size)
+        var header = [UInt8](repeating: 0, count: 4096)
+        let count = pread(fd, &header, header.count, 0)
+        guard count >= 44 else { return nil }
+        func u32(_ at: Int) -> UInt32 {
+            UInt32(header[at]) | UInt32(header[at + 1]) << 8 | UInt32(header[at + 2]) << 16 | UInt32(header[at + 3]) << 24
+        }
+        func tag(_ at: Int) -> String { String(decoding: header[at..<at + 4], as: UTF8.self) }
+        guard tag(0) == "RIFF", tag(8) == "WAVE" else { return nil }
+        var offset = 12
+        var byteRate: UInt32 = 0
+        var blockAlign = 0
+        while offset + 8 <= count {
+            let id = tag(offset)
+            let length = Int(u32(offset + 4))
+            if id == "fmt ", offset + 8 + 16 <= count {
+                byteRate = u32(offset + 8 + 8)
+                blockAlign = Int(header[offset + 8 + 12]) | Int(header[offset + 8 + 13]) << 8
+            }
+            if id == "data" {
+                guard byteRate > 0, blockAlign > 0 else { return nil }
+                let dataStart = Int64(offset + 8)
+                let dataBytes = max(0, size - dataStart) / Int64(blockAlign) * Int64(blockAlign)
+                let end = dataStart + dataBytes
+                if end < size { guard ftruncate(fd, off_t(end)) == 0 else { return nil } }
+                func put(_ value: UInt32, at position: Int64) -> Bool {
+                    var le = value.littleEndian
+                    return pwrite(fd, &le, 4, off_t(position)) == 4
+                }
+                guard put(UInt32(clamping: end - 8), at: 4), put(UInt32(clamping: dataBytes), at: Int64(offset + 4)) else { return nil }
+                return (end, Double(dataBytes) / Double(byteRate))
+            }
+            offset += 8 + length + (length & 1)
+        }
+        return nil
     }
 }
 

@@ -18,14 +18,15 @@ public struct StreamPacketSummary: Sendable, Codable, Equatable {
 
 extension MediaFileReader {
     /// Reads every packet once (no decoding). Leaves the reader at the end of the file: use a
-    /// fresh reader to decode afterwards.
-    public func scanPackets() throws(CaptureError) -> [StreamPacketSummary] {
+    /// fresh reader to decode afterwards. `stopAtReadError`: a damaged file's packets up to the
+    /// first one the demuxer cannot read, instead of an error.
+    public func scanPackets(stopAtReadError: Bool = false) throws(CaptureError) -> [StreamPacketSummary] {
         guard let fc = formatContext else { return [] }
         var summaries = streams.map { StreamPacketSummary(index: Int($0.pointee.index), packetCount: 0, byteCount: 0, keyframePositions: []) }
         let packet = try PacketOwner()
         while true {
             let r = av_read_frame(fc, packet.packet)
-            if r == FFmpeg.eof { break }
+            if r == FFmpeg.eof || (r < 0 && stopAtReadError) { break }
             try FFmpeg.check(r, "reading \(path)")
             let i = Int(packet.packet.pointee.stream_index)
             if summaries.indices.contains(i) {

@@ -13,6 +13,14 @@ struct CaptureCommand: AsyncParsableCommand {
             """,
         subcommands: [RecordCommand.self, PhotoCommand.self, DevicesCommand.self, ControlsCommand.self, FormatsCommand.self,
                       InspectCommand.self, AudioCommand.self, FixtureCommand.self, SimulateCommand.self])
+
+    static func main() async {
+        // A file-size limit (ulimit -f) must end a recording with a typed error (writeFailed,
+        // EFBIG: "File too large") and a file cut back to its complete fragments, not kill the
+        // process with SIGXFSZ halfway through a write.
+        signal(SIGXFSZ, SIG_IGN)
+        await main(nil)
+    }
 }
 
 /// Writes to standard error (the CLI's messages; results go to standard output).

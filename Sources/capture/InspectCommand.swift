@@ -10,6 +10,18 @@ struct InspectCommand: ParsableCommand {
             Files recorded from the simulator carry a frame-index stamp and sync markers; for them inspect \
             also lists dropped, duplicated and reordered frames and the A/V offset at every marker. \
             Exits non-zero when a check you asked for fails (--expect-frames, --max-av-offset).
+
+            A damaged file (cut short by a full disk or a crash, or with damaged bytes inside) gets a \
+            report, never a bare decode error: its streams, how much decodes cleanly (duration, frames), \
+            where the damage starts (stream, packet, time, byte offset), the container's boxes (MP4/MOV) and \
+            the markers of the intact part.
+
+            Exit codes:
+              0  whole file; every check asked for passed
+              1  a check failed, or there is no file to read
+              3  damaged (truncated or corrupt): the report says what is intact
+              4  damaged, and nothing in it decodes (no index, not media)
+            Checks (--expect-frames, --max-av-offset) judge the intact part.
             """)
 
     @Argument(help: "The media file.")
@@ -44,19 +56,46 @@ struct InspectCommand: ParsableCommand {
             options.maxAVOffset = seconds
         }
         let report: InspectionReport
+        // The report names every problem; libav*'s own messages would only repeat them out of order.
+        MediaFileReader.silenceLibraryLogs()
         do { report = try RecordingInspector.inspect(path: file, options: options) } catch { throw CommandFailure(error) }
         print(json ? encodeJSON(report) : Self.text(report))
-        if !report.passed {
-            for check in report.checks where !check.passed { printError("check \(check.name) failed: \(check.detail)") }
-            throw ExitCode.failure
+        for check in report.checks where !check.passed { printError("check \(check.name) failed: \(check.detail)") }
+        if let damage = report.damage {
+            printError("\(file) is damaged (\(damage.kind.rawValue)): \(damage.summary)")
+            throw ExitCode(damage.intactVideoFrames == 0 && (damage.intactAudioDuration ?? 0) == 0 ? Self.exitNothingIntact : Self.exitDamaged)
         }
+        if !report.passed { throw ExitCode.failure }
     }
+
+    /// Exit code for a damaged file with an intact part.
+    static let exitDamaged: Int32 = 3
+    /// Exit code for a damaged file of which nothing decodes.
+    static let exitNothingIntact: Int32 = 4
 
     static func text(_ r: InspectionReport) -> String {
         var lines: [String] = []
         let duration = r.duration.map { String(format: "%.3f s", $0) } ?? "unknown duration"
         let rate = r.bitrate.map { String(format: "%.0f kbit/s", Double($0) / 1000) } ?? "?"
-        lines.append("\(r.path): \(r.format), \(duration), \(r.fileSize) bytes, \(rate)")
+        lines.append("\(r.path): \(r.format), \(duration)\(r.damage == nil || r.duration == nil ? "" : " (as the container claims)"), \(r.fileSize) bytes, \(rate)")
+        if let d = r.damage {
+            lines.append("DAMAGED (\(d.kind.rawValue)): \(d.summary)")
+            var intact = String(format: "intact: %.3f s decode cleanly", d.intactDuration)
+            intact += ", \(d.intactVideoFrames) video frames"
+            if let a = d.intactAudioDuration { intact += String(format: ", audio to %.3f s", a) }
+            lines.append(intact)
+            if let p = d.firstDamagedPacket {
+                var at = ["damage starts:"]
+                if let type = p.mediaType, let stream = p.stream, let n = p.packet { at.append("stream \(stream) (\(type)) packet \(n)") }
+                if let t = p.time { at.append(String(format: "at %.3f s", t)) }
+                if let b = p.byteOffset { at.append("byte \(b)") }
+                lines.append(at.joined(separator: " ") + " — " + p.problem)
+            } else if let offset = d.layout?.damageOffset {
+                lines.append("damage starts: byte \(offset)" + (d.layout?.truncated == true ? " (the box the file ends inside)" : ""))
+            }
+            if d.packetsAfterDamage > 0 { lines.append("after the damage: \(d.packetsAfterDamage) more packets can be read (not decoded)") }
+            if let layout = d.layout { lines.append("boxes: \(layout.summary)") }
+        }
         for s in r.streams {
             let i = s.info
             var parts = ["stream \(i.index): \(i.mediaType) \(i.codec)"]
@@ -73,7 +112,7 @@ struct InspectCommand: ParsableCommand {
         }
         if let a = r.analysis, r.hasMarkers {
             let stamps = a.frameIndices.compactMap { $0 }
-            lines.append("markers: \(stamps.count) of \(a.videoFrameCount) frames stamped \(stamps.min() ?? 0)…\(stamps.max() ?? 0)")
+            lines.append("markers\(r.damage == nil ? "" : " (intact part)"): \(stamps.count) of \(a.videoFrameCount) frames stamped \(stamps.min() ?? 0)…\(stamps.max() ?? 0)")
             lines.append("dropped: " + (a.droppedCount == 0 ? "none" : "\(a.droppedCount) (indices \(RecordingInspector.ranges(a.droppedIndices)))"))
             lines.append("duplicated: " + (a.duplicatedIndices.isEmpty ? "none" : RecordingInspector.ranges(a.duplicatedIndices)))
             lines.append("reordered: \(a.reorderedCount)")

@@ -86,9 +86,9 @@ struct PhotoCommand: AsyncParsableCommand {
         }
         let bytes = photo.fileDataRepresentation()
         do {
-            try Data(bytes).write(to: URL(fileURLWithPath: output), options: .withoutOverwriting)
+            try NewFile.write(bytes, to: output)
         } catch {
-            throw CommandFailure(.fileOperationFailed(path: output, reason: "\(error.localizedDescription)"))
+            throw CommandFailure(error)
         }
         let summary = Summary(output: output, camera: camera, width: photo.resolvedSettings.photoDimensions.width,
                               height: photo.resolvedSettings.photoDimensions.height, bytes: bytes.count,

@@ -108,6 +108,33 @@ struct RecordCommand: AsyncParsableCommand {
         var file: MediaFileInfo
     }
 
+    /// `--json` when the disk refused a write (the command still exits 1, the error on stderr).
+    struct WriteFailureSummary: Codable {
+        var output: String
+        /// diskFull or writeFailed.
+        var stopReason: String
+        var errno: Int32
+        var error: String
+        /// Bytes left in the file, and the seconds of them that play (0: nothing plays).
+        var bytesKept: Int64
+        var secondsKept: Double
+        var fileIsUsable: Bool
+
+        init?(output: String, error: CaptureError) {
+            switch error {
+            case .diskFull(_, let bytes, let seconds):
+                (stopReason, errno, bytesKept, secondsKept) = ("diskFull", ENOSPC, bytes, seconds)
+            case .writeFailed(_, let code, let bytes, let seconds):
+                (stopReason, errno, bytesKept, secondsKept) = ("writeFailed", code, bytes, seconds)
+            default:
+                return nil
+            }
+            self.output = output
+            self.error = error.description
+            fileIsUsable = secondsKept > 0
+        }
+    }
+
     func validate() throws {
         guard camera != nil || microphone != nil else { throw ValidationError("give --camera, --microphone or both") }
         guard duration > 0, duration.isFinite else { throw ValidationError("--duration must be a positive number of seconds") }
@@ -205,6 +232,8 @@ struct RecordCommand: AsyncParsableCommand {
                 FileHandle.standardError.write(Data(line.utf8))
             }
         } catch {
+            // The disk refused a write: with --json, scripts still get what was kept (stdout).
+            if json, let kept = WriteFailureSummary(output: output, error: error) { print(encodeJSON(kept)) }
             throw CommandFailure(error)
         }
         if summary.stopReason == "maximumDuration" && limit == duration && (maxDuration ?? .infinity) > duration {
