@@ -202,6 +202,7 @@ public final class MovieFileOutput: CaptureOutput {
         var maxRecordedFileSize: Int64 = 0
         var minFreeDiskSpaceLimit: Int64 = 0
         var movieFragmentInterval = MediaTime(value: 10, timescale: 1)
+        var keepsMovieFragments = false
         var freeDiskSpace: @Sendable (String) -> Int64? = MovieFileOutput.statfsFreeSpace
     }
 
@@ -248,6 +249,15 @@ public final class MovieFileOutput: CaptureOutput {
     public var movieFragmentInterval: MediaTime {
         get { state.withLock { $0.movieFragmentInterval } }
         set { state.withLock { $0.movieFragmentInterval = newValue } }
+    }
+
+    /// False (the default, as AVFoundation): a fragmented MP4/MOV becomes a regular movie when it
+    /// finishes (`MovieDefragmenter`), so every reader hides the AAC priming. True keeps the fragments
+    /// (fragmented MP4 for streaming or for tools that want `moof` boxes); FFmpeg-based readers then
+    /// see the audio start at −21.3 ms.
+    public var keepsMovieFragments: Bool {
+        get { state.withLock { $0.keepsMovieFragments } }
+        set { state.withLock { $0.keepsMovieFragments = newValue } }
     }
 
     /// How free space is measured for `minFreeDiskSpaceLimit` (default: statfs on the file's folder).
@@ -589,6 +599,7 @@ public final class MovieFileOutput: CaptureOutput {
         var options = MovieWriter.Options()
         let interval = s.movieFragmentInterval
         options.fragmentInterval = interval.isNumeric && interval > .zero ? interval : nil
+        options.defragmentsOnFinish = !s.keepsMovieFragments
         // The first frame's own format: a device may deliver decoded frames for a compressed
         // format (an MJPEG camera gives I420), so the connection's format is not what arrives.
         if let video = request.connections.first(where: { $0.mediaType == .video }),

@@ -2,9 +2,9 @@ import CFFmpeg
 import CaptureCore
 import Foundation
 
-/// Turns a finished fragmented MP4/MOV into a regular movie — one `moov` indexing every sample —
-/// by copying its packets through libavformat (`ffmpeg -c copy`), then renaming the copy over the
-/// original. AVFoundation does the same when a fragmented recording ends ("defragmented").
+/// Turns a finished fragmented MP4/MOV into a regular movie — one `moov` indexing every sample,
+/// placed before the media (`+faststart`) — by copying its packets through libavformat
+/// (`ffmpeg -c copy -movflags +faststart`), then renaming the copy over the original. AVFoundation does the same when a fragmented recording ends ("defragmented").
 ///
 /// Why: in a fragmented file the AAC priming (1024 samples) can only be stated by an edit list that
 /// FFmpeg 5.1's demuxer does not apply to fragments, so every FFmpeg-based reader sees the audio
@@ -71,7 +71,11 @@ public enum MovieDefragmenter {
         }
 
         try FFmpeg.check(avio_open(&outContext.pointee.pb, destination, AVIO_FLAG_WRITE), "opening \(destination) for writing")
-        try FFmpeg.check(avformat_write_header(outContext, nil), "writing the defragmented \(fileType.rawValue) header")
+        // faststart: the index goes before the media (movenc moves it there in the trailer), so a
+        // copy cut short — a partial download, `head -c` — still has its index and plays to the cut.
+        let options = OptionsDictionary(fileType == .wav ? [] : [("movflags", "+faststart")])
+        try FFmpeg.check(avformat_write_header(outContext, &options.pointer), "writing the defragmented \(fileType.rawValue) header")
+        try FFmpeg.rejectLeftovers(options.pointer, "the \(fileType.rawValue) muxer")
 
         guard let packet = av_packet_alloc() else {
             throw .codecFailure(operation: "av_packet_alloc", code: -12, message: "out of memory")

@@ -50,6 +50,9 @@ struct RecordCommand: AsyncParsableCommand {
     @Option(name: .customLong("fragment-interval"), help: "Seconds per movie fragment; 0 writes an unfragmented file. (default: 10)")
     var fragmentInterval: Double = 10
 
+    @Flag(name: .customLong("keep-fragments"), help: "Leave a fragmented MP4/MOV fragmented when it finishes (by default it becomes a regular movie, so every player hides the AAC priming).")
+    var keepFragments = false
+
     @Option(help: "Clockwise rotation written to the track's display matrix: 0, 90, 180 or 270.")
     var rotation: Int = 0
 
@@ -207,6 +210,7 @@ struct RecordCommand: AsyncParsableCommand {
         let limit = min(duration, maxDuration ?? .infinity)
         movie.maxRecordedDuration = MediaTime(seconds: limit, preferredTimescale: 1_000_000)
         if let maxFileSize { movie.maxRecordedFileSize = maxFileSize }
+        movie.keepsMovieFragments = keepFragments
         movie.movieFragmentInterval = fragmentInterval > 0
             ? MediaTime(seconds: fragmentInterval, preferredTimescale: 1_000_000) : .invalid
         let started = Date()
@@ -287,7 +291,7 @@ struct RecordCommand: AsyncParsableCommand {
         print("  stopped: \(s.recording.stopReason), file usable: \(s.recording.fileIsUsable)"
               + (s.pace == "realtime" ? ", encoder queue high-water mark \(s.encoderQueueHighWater)" : ""))
         if s.recording.fragmentsWritten > 0 {
-            print("  fragments while recording: \(s.recording.fragmentsWritten)\(s.output.lowercased().hasSuffix(".mkv") ? "" : " (then defragmented)"), video encoder latency \(s.recording.videoEncoderLatencyFrames) frames")
+            print("  fragments while recording: \(s.recording.fragmentsWritten)\(s.output.lowercased().hasSuffix(".mkv") || keepFragments ? "" : " (then defragmented)"), video encoder latency \(s.recording.videoEncoderLatencyFrames) frames")
         }
         print("  in \(String(format: "%.2f", s.wallSeconds)) s wall time (\(String(format: "%.2f", s.speed))x real time, pace \(s.pace), seed \(s.seed), \(s.recording.videoPassthrough ? "no video encoder" : "preset \(s.preset)")), peak RSS \(String(format: "%.0f", s.peakRSSMegabytes)) MB")
         if let p = s.encodingPolicy {

@@ -63,4 +63,22 @@ import Testing
         #expect(summary.videoEncoderLatencyFrames > 0 && summary.videoEncoderLatencyFrames <= 20,
                 "veryfast holds \(summary.videoEncoderLatencyFrames) frames (look-ahead, B-frames, threads)")
     }
+
+    /// A finished movie is defragmented with its index first (faststart), so a copy cut short — a
+    /// partial download, `head -c` — still has its index: `capture inspect` reports the intact part
+    /// and ffmpeg decodes up to the cut.
+    @Test func aTruncatedCopyOfAFinishedMovieStillHasItsIndex() async throws {
+        let dir = try TestSupport.temporaryDirectory()
+        let path = "\(dir)/whole.mp4", cut = "\(dir)/cut.mp4"
+        _ = try await TestSupport.record(seconds: 4, size: Dimensions(width: 1280, height: 720), fps: 30, to: path)
+        let data = try Data(contentsOf: URL(fileURLWithPath: path))
+        #expect(data.range(of: Data("moov".utf8))!.lowerBound < data.range(of: Data("mdat".utf8))!.lowerBound, "the index comes first")
+        try data.prefix(data.count * 6 / 10).write(to: URL(fileURLWithPath: cut))
+        let report = try TestSupport.run(CommandLineTests.binary, ["inspect", "--json", cut])
+        #expect(report.status == 3, "damaged but partly intact: \(report.stdout) \(report.stderr)")
+        let json = try JSONSerialization.jsonObject(with: Data(report.stdout.utf8)) as? [String: Any]
+        let damage = json?["damage"] as? [String: Any]
+        let frames = damage?["intactVideoFrames"] as? Int ?? 0
+        #expect(frames > 30 && frames < 120, "intact frames \(frames): \(report.stdout)")
+    }
 }

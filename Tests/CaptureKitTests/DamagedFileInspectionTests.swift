@@ -16,11 +16,12 @@ import Testing
             if let made = made.withLock({ $0 }) { return made }
             let dir = try TestSupport.temporaryDirectory()
             var result: (String, String) = (dir + "/good.mp4", dir + "/plain.mp4")
-            for (path, interval) in [(result.0, "1"), (result.1, "0")] {
+            // The fragmented one keeps its fragments (a finished movie is otherwise defragmented).
+            for (path, interval) in [(result.0, ["--fragment-interval", "1", "--keep-fragments"]), (result.1, ["--fragment-interval", "0"])] {
                 let run = try await offPool(CommandLineTests.binary, [
                     "record", "--camera", "sim:back", "--microphone", "sim:mic", "--duration", "4", "--size", "1280x720",
-                    "--pace", "virtual", "--preset", "ultrafast", "--bitrate", "2000000", "--fragment-interval", interval, path,
-                ])
+                    "--pace", "virtual", "--preset", "ultrafast", "--bitrate", "2000000",
+                ] + interval + [path])
                 #expect(run.status == 0, "\(run.stderr)")
             }
             made.withLock { $0 = result }
