@@ -55,6 +55,26 @@ public final class CaptureSession: Sendable {
         /// Which run this is: bumped by every start and every resume after an interruption. Stops
         /// requested from inside a run (a failed or ended stream, a pump thread) stop only that run.
         var generation = 0
+        /// Manual stepping (virtual pace): the pump delivers only what a step allows.
+        var stepping: Stepping?
+    }
+
+    /// What the steppable pump may deliver, and whether it has done so.
+    struct Stepping {
+        /// Samples with a PTS before this are delivered (in PTS order, as always).
+        var limit = MediaTime.zero
+        /// `advance(toFrame:)`: video frames delivered in this run must reach this count.
+        var frameTarget: Int?
+        var videoDelivered = 0
+        /// Steps asked for so far, and the last one the pump had seen when it stopped to wait for the
+        /// next (it has delivered everything that step allows): what `advance` waits for.
+        var requested = 0
+        var parkedAt = -1
+
+        func blocks(_ sample: SampleBuffer) -> Bool {
+            if let frameTarget { return sample.mediaType == .video && videoDelivered >= frameTarget }
+            return !(sample.presentationTime < limit)
+        }
     }
 
     /// One input's running stream.
@@ -237,6 +257,57 @@ public final class CaptureSession: Sendable {
 
     // MARK: Running
 
+    // MARK: Manual stepping
+
+    /// Turns on manual stepping, in the spirit of SwiftNIO's `EmbeddedEventLoop`: a running
+    /// virtual-pace session then delivers nothing by itself; `advance(by:)` and `advance(toFrame:)`
+    /// move its clock and return once everything due has been delivered to the outputs. Tests and
+    /// scenario harnesses use it to say exactly how much capture happens, with no sleeps and no
+    /// timing. Virtual pace only; call it before `startRunning`.
+    public func enableManualStepping() throws(CaptureError) {
+        try state.withLock { (s: inout State) throws(CaptureError) in
+            guard pace == .virtual else {
+                throw .unsupportedPace("manual stepping needs a virtual-pace session; a real-time one follows the devices' clocks")
+            }
+            guard !s.wantsRunning else { throw .invalidState("enableManualStepping() while running; call it before startRunning()") }
+            s.stepping = Stepping()
+        }
+    }
+
+    /// Delivers every sample with a PTS before the current step's end plus `duration`, in PTS order
+    /// (video first on ties), and returns once they have been handed to the outputs (outputs that
+    /// are busy are waited for, as the virtual pump always does). The first step starts at the
+    /// session's start: `advance(by: 1 s)` at 30 fps delivers frames 0…29 and the audio before 1 s.
+    public func advance(by duration: MediaTime) throws(CaptureError) {
+        guard duration.isNumeric, duration >= .zero else { throw .invalidArgument("advance(by:) takes a duration of zero or more, not \(duration)") }
+        try step { $0.limit = $0.limit + duration; $0.frameTarget = nil }
+    }
+
+    /// Delivers until `count` video frames have been delivered since `startRunning` (and the audio
+    /// before the next frame), then returns.
+    public func advance(toFrame count: Int) throws(CaptureError) {
+        guard count >= 0 else { throw .invalidArgument("advance(toFrame:) takes a frame count of zero or more, not \(count)") }
+        try step { $0.frameTarget = count }
+    }
+
+    private func step(_ change: (inout Stepping) -> Void) throws(CaptureError) {
+        guard !PumpThread.isDelivering(for: self) else {
+            throw .invalidState("advance on the session's own delivery thread (inside an output's receive) would wait for itself")
+        }
+        let mine = try state.withLock { (s: inout State) throws(CaptureError) -> Int in
+            guard var stepping = s.stepping else {
+                throw .invalidState("advance needs manual stepping: call enableManualStepping() before startRunning()")
+            }
+            guard s.wantsRunning else { throw .sessionNotRunning }
+            change(&stepping)
+            stepping.requested += 1
+            s.stepping = stepping
+            return stepping.requested
+        }
+        wake.signal()
+        wake.wait(while: { self.state.withLock { s in s.wantsRunning && s.interruption == nil && (s.stepping?.parkedAt ?? .max) < mine } })
+    }
+
     /// Starts every input's stream and returns once running; throws (and posts a runtime error) on failure.
     public func startRunning() throws(CaptureError) {
         guard !PumpThread.isDelivering(for: self) else {
@@ -252,6 +323,7 @@ public final class CaptureSession: Sendable {
             s.wantsRunning = true
             s.interruption = nil
             s.virtualNow = .zero
+            if s.stepping != nil { s.stepping = Stepping() }
             s.hostAnchor = HostClock.now()
             s.pumps = DispatchGroup()
             s.generation += 1
@@ -466,9 +538,29 @@ public final class CaptureSession: Sendable {
             func active() -> Bool {
                 state.withLock { $0.wantsRunning && $0.interruption == nil && $0.generation == generation }
             }
+            /// Waits while `blocked`; with manual stepping, first says which step it has finished
+            /// (what `advance` waits for), and says so again for every step that changes nothing.
+            func park(while blocked: @escaping () -> Bool) {
+                while active() && blocked() {
+                    let seen = state.withLock { s -> Int? in
+                        guard var stepping = s.stepping else { return nil }
+                        stepping.parkedAt = stepping.requested
+                        s.stepping = stepping
+                        return stepping.requested
+                    }
+                    wake.signal()
+                    wake.wait(while: { active() && blocked() && self.state.withLock { $0.stepping?.requested } == seen })
+                }
+            }
             while active() {
                 if !anyOutputWantsSamples() {
-                    wake.wait(while: { active() && !self.anyOutputWantsSamples() })
+                    // Busy outputs will want samples again (the step is not done); idle ones will not
+                    // until something changes (the step is done: nothing more can be delivered).
+                    if outputs.contains(where: { $0.demand == .busy }) {
+                        wake.wait(while: { active() && !self.anyOutputWantsSamples() })
+                    } else {
+                        park(while: { !self.anyOutputWantsSamples() })
+                    }
                     continue
                 }
                 let entries = state.withLock { $0.streams }
@@ -500,11 +592,19 @@ public final class CaptureSession: Sendable {
                 }
                 guard let chosen = best else {
                     // No stream left: idle until one is added or the session stops.
-                    if entries.isEmpty { wake.wait(while: { active() && self.state.withLock { $0.streams.isEmpty } }) }
+                    if entries.isEmpty { park(while: { self.state.withLock { $0.streams.isEmpty } }) }
+                    continue
+                }
+                // Manual stepping: the next sample waits for the step that allows it (it stays pending).
+                if state.withLock({ $0.stepping?.blocks(chosen.sample) == true }) {
+                    park(while: { self.state.withLock { $0.stepping?.blocks(chosen.sample) == true } })
                     continue
                 }
                 pending[ObjectIdentifier(chosen.entry)] = nil
-                state.withLock { s in s.virtualNow = max(s.virtualNow, chosen.sample.presentationTime) }
+                state.withLock { s in
+                    s.virtualNow = max(s.virtualNow, chosen.sample.presentationTime)
+                    if chosen.sample.mediaType == .video { s.stepping?.videoDelivered += 1 }
+                }
                 deliver(chosen.sample, from: chosen.entry.input)
             }
         }
