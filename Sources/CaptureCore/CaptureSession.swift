@@ -1,3 +1,6 @@
+// Over 500 lines, on purpose: the session's configuration, start/stop transitions, both pumps and
+// manual stepping all read and write the one private `state` under one lock and signal one
+// condition (`wake`); split across files those would have to become visible module-wide.
 import Foundation
 import Synchronization
 #if canImport(Glibc)

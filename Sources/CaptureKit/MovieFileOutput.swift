@@ -1,3 +1,7 @@
+// Over 500 lines, on purpose: one AVCaptureMovieFileOutput — requests, the writer's timeline (start,
+// pause, audio gaps and trims), limits and the exactly-once finish — shares two private locks
+// (`state`, `writing`) whose order every part must keep; the next step is a pure RecordingTimeline
+// shared with the asset writer (issue 20), which would take the timeline half out.
 import CaptureCore
 import CaptureMedia
 import Dispatch

@@ -1,3 +1,5 @@
+// Over 500 lines, on purpose: AVAssetWriter's two public classes and the serial engine behind them
+// share one status machine; the settings dictionaries live in AssetWriterSettings.swift.
 import CaptureCore
 import Dispatch
 import Foundation

@@ -1,3 +1,6 @@
+// Over 500 lines, on purpose: MovieWriter owns one AVFormatContext and every path that writes to it
+// (header, packets, held video, fragments and forced keyframes, write-error checks and the cut back
+// to complete fragments, trailer, defragmentation); the small value types at the top go with it.
 import CFFmpeg
 import CaptureCore
 import Foundation

@@ -1,3 +1,5 @@
+// Over 500 lines, on purpose: one suite per AVCaptureDevice contract rule set (lock, ranges, modes,
+// formats, authorization, discovery, completions), each test short and self-contained.
 import CaptureKit
 import Foundation
 import Synchronization
