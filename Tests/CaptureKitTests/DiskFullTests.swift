@@ -43,7 +43,7 @@ final class SmallDisk {
 
 /// Write errors are never silent: recording onto a filesystem that fills up (a real tmpfs) ends
 /// with a typed `diskFull`, once, and leaves a file that decodes to its last frame.
-@Suite(.serialized, .enabled(if: SmallDisk.mountable, SmallDisk.skipReason), .timeLimit(.minutes(3)))
+@Suite(.serialized, .enabled(if: SmallDisk.mountable, SmallDisk.skipReason), .timeLimit(.minutes(10)))
 struct DiskFullTests {
     /// ffmpeg decodes every packet without a word, and every video packet becomes a frame.
     private func decodesToTheLastFrame(_ path: String) throws -> (frames: Int, duration: Double) {
@@ -230,7 +230,7 @@ struct DiskFullTests {
 
 /// A write the OS refuses for another reason than space: a file-size limit (`prlimit --fsize`,
 /// EFBIG). Needs no root. The CLI ignores SIGXFSZ, so the write fails instead of killing it.
-@Suite(.timeLimit(.minutes(2))) struct WriteFailureTests {
+@Suite(.timeLimit(.minutes(10))) struct WriteFailureTests {
     @Test func aFileSizeLimitEndsTheRecordingWithWriteFailedAndKeepsCompleteFragments() throws {
         let dir = try TestSupport.temporaryDirectory()
         let path = dir + "/limited.mp4"
