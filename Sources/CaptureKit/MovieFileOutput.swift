@@ -382,12 +382,7 @@ public final class MovieFileOutput: CaptureOutput {
         guard MovieContainer(pathExtension: (path as NSString).pathExtension) != nil else {
             return .invalidArgument("\(path): the file name must end in .mp4, .mov or .mkv")
         }
-        let folder = (path as NSString).deletingLastPathComponent
-        var isDirectory: ObjCBool = false
-        if !folder.isEmpty, !(FileManager.default.fileExists(atPath: folder, isDirectory: &isDirectory) && isDirectory.boolValue) {
-            return .outputDirectoryMissing(path: path)
-        }
-        if FileManager.default.fileExists(atPath: path) { return .outputFileExists(path: path) }
+        do throws(CaptureError) { try OutputPath.checkNew(path) } catch { return error }
         return nil
     }
 

@@ -34,12 +34,7 @@ public final class AssetWriter: Sendable {
 
     /// A writer for `path`; the file must not exist yet and its folder must (AVAssetWriter's rule).
     public init(path: String, fileType: MediaFileType) throws(CaptureError) {
-        let folder = (path as NSString).deletingLastPathComponent
-        var isDirectory: ObjCBool = false
-        if !folder.isEmpty, !(FileManager.default.fileExists(atPath: folder, isDirectory: &isDirectory) && isDirectory.boolValue) {
-            throw .outputDirectoryMissing(path: path)
-        }
-        if FileManager.default.fileExists(atPath: path) { throw .outputFileExists(path: path) }
+        try OutputPath.checkNew(path)
         self.path = path
         self.fileType = fileType
         engine = WriterEngine(path: path, fileType: fileType)
@@ -104,7 +99,7 @@ public final class AssetWriter: Sendable {
         let outcome: Result<[AssetWriterInput], CaptureError> = state.withLock { s in
             guard s.status == .unknown else { return .failure(.invalidState("startWriting() was already called (status \(s.status.rawValue))")) }
             guard !s.inputs.isEmpty else { return .failure(.noInputs) }
-            if FileManager.default.fileExists(atPath: path) { return .failure(.outputFileExists(path: path)) }
+            do throws(CaptureError) { try OutputPath.checkNew(path) } catch { return .failure(error) }
             return .success(s.inputs)
         }
         switch outcome {

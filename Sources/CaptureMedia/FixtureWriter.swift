@@ -40,12 +40,7 @@ public final class FixtureWriter: @unchecked Sendable {
     public init(path: String, devices: [FixtureDevice], formatVersion: Int = FixtureFormat.version) throws(CaptureError) {
         _ = FFmpeg.quietLogs
         guard !devices.isEmpty else { throw .noInputs }
-        let folder = (path as NSString).deletingLastPathComponent
-        var isDirectory: ObjCBool = false
-        if !folder.isEmpty, !(FileManager.default.fileExists(atPath: folder, isDirectory: &isDirectory) && isDirectory.boolValue) {
-            throw .outputDirectoryMissing(path: path)
-        }
-        if FileManager.default.fileExists(atPath: path) { throw .outputFileExists(path: path) }
+        try OutputPath.checkNew(path)
         self.path = path
         self.devices = devices
         muxer = try MuxerOwner(format: "nut", path: path)
@@ -91,6 +86,8 @@ public final class FixtureWriter: @unchecked Sendable {
         let profile = FixtureJSON.encode(devices)
         av_dict_set(&fc.pointee.metadata, FixtureFormat.versionKey, String(formatVersion), 0)
         fc.pointee.flags |= AVFMT_FLAG_BITEXACT
+        // Claimed outside the clean-up below: a failed claim means the file there is not ours.
+        try OutputPath.claim(path)
         do {
             try FFmpeg.checkWrite(avio_open(&fc.pointee.pb, path, AVIO_FLAG_WRITE), fc, path: path, "opening \(path)")
             try FFmpeg.checkWrite(avformat_write_header(fc, nil), fc, path: path, "writing the fixture header")

@@ -70,6 +70,7 @@ public enum MovieDefragmenter {
             try copySideData(from: inStream, to: outStream)
         }
 
+        try OutputPath.claim(destination)
         try FFmpeg.check(avio_open(&outContext.pointee.pb, destination, AVIO_FLAG_WRITE), "opening \(destination) for writing")
         // faststart: the index goes before the media (movenc moves it there in the trailer), so a
         // copy cut short — a partial download, `head -c` — still has its index and plays to the cut.

@@ -217,12 +217,7 @@ public final class MovieWriter: @unchecked Sendable {
         if hasVideo, fileType == .mkv, options.rotation != 0 || options.mirrored {
             throw .invalidArgument("a Matroska (.mkv) file cannot carry rotation or mirroring: this FFmpeg writes no display matrix into MKV; record to .mov, or turn the pixels with a VideoDataOutput")
         }
-        let folder = (path as NSString).deletingLastPathComponent
-        var isDirectory: ObjCBool = false
-        if !folder.isEmpty, !(FileManager.default.fileExists(atPath: folder, isDirectory: &isDirectory) && isDirectory.boolValue) {
-            throw .outputDirectoryMissing(path: path)
-        }
-        if FileManager.default.fileExists(atPath: path) { throw .outputFileExists(path: path) }
+        try OutputPath.checkNew(path)
 
         video = try videoSettings.map { (s) throws(CaptureError) in try VideoEncoder(settings: s) }
         passthrough = videoPassthrough
@@ -263,6 +258,9 @@ public final class MovieWriter: @unchecked Sendable {
             try audio.open(globalHeader: globalHeader)
             audioStream = try addStream(for: audio.context)
         }
+        // Created here, exclusively (never through a symlink), then opened by name by libavformat.
+        try OutputPath.claim(path)
+        claimedFile = true
         try checkWrite(avio_open(&fc.pointee.pb, path, AVIO_FLAG_WRITE), "opening \(path) for writing")
         var muxerOptions: [(String, String)] = []
         if let interval = options.fragmentInterval, interval.isNumeric, interval > .zero, fileType == .mkv {
@@ -621,12 +619,15 @@ public final class MovieWriter: @unchecked Sendable {
         return failureWithKept
     }
 
+    private var claimedFile = false
+
     private func close(deleteFile: Bool) {
         guard let fc = formatContext else { return }
         if fc.pointee.pb != nil { avio_closep(&fc.pointee.pb) }
         avformat_free_context(fc)
         formatContext = nil
-        if deleteFile { try? FileManager.default.removeItem(atPath: path) }
+        // Only a file this writer created: a failed claim means someone else's file is there.
+        if deleteFile, claimedFile { try? FileManager.default.removeItem(atPath: path) }
     }
 }
 
