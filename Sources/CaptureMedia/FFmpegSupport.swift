@@ -50,6 +50,15 @@ enum FFmpeg {
         }
     }
 
+    /// Opens a local file for reading, and nothing else: `protocol_whitelist=file` keeps libavformat
+    /// from following a URL in the path or in the file's contents (a playlist naming http://…), so
+    /// CaptureKit never opens a network connection (checked by `HostilePathTests`).
+    static func openLocalInput(_ context: inout UnsafeMutablePointer<AVFormatContext>?, _ path: String,
+                               format: UnsafePointer<AVInputFormat>? = nil) -> Int32 {
+        let options = OptionsDictionary([("protocol_whitelist", "file")])
+        return avformat_open_input(&context, path, format, &options.pointer)
+    }
+
     /// Fails early, naming every unknown option: FFmpeg leaves unknown keys in the dictionary and succeeds.
     static func rejectLeftovers(_ dictionary: OpaquePointer?, _ context: String) throws(CaptureError) {
         guard let dictionary, av_dict_count(dictionary) > 0 else { return }

@@ -24,7 +24,7 @@ final class DemuxerOwner {
         fc.pointee.interrupt_callback.opaque = UnsafeMutableRawPointer(deadline)
         context = fc
         // On failure avformat_open_input frees the context and sets it to nil.
-        try FFmpeg.check(avformat_open_input(&context, path, av_find_input_format("nut"), nil), "opening \(path) as NUT")
+        try FFmpeg.check(FFmpeg.openLocalInput(&context, path, format: av_find_input_format("nut")), "opening \(path) as NUT")
     }
 
     deinit {

@@ -47,7 +47,7 @@ public final class MediaFileReader: @unchecked Sendable {
         _ = FFmpeg.quietLogs
         self.path = path
         var context: UnsafeMutablePointer<AVFormatContext>? = nil
-        try FFmpeg.check(avformat_open_input(&context, path, nil, nil), "opening \(path)")
+        try FFmpeg.check(FFmpeg.openLocalInput(&context, path), "opening \(path)")
         formatContext = context
         try FFmpeg.check(avformat_find_stream_info(context, nil), "reading stream info of \(path)")
     }

@@ -39,7 +39,7 @@ public enum MovieDefragmenter {
     private static func copyPackets(from source: String, to destination: String, fileType: MediaFileType,
                                     audioSampleCount: Int64?) throws(CaptureError) {
         var input: UnsafeMutablePointer<AVFormatContext>? = nil
-        try FFmpeg.check(avformat_open_input(&input, source, nil, nil), "opening \(source) to defragment it")
+        try FFmpeg.check(FFmpeg.openLocalInput(&input, source), "opening \(source) to defragment it")
         defer { avformat_close_input(&input) }
         guard let inContext = input else { return }
         // As `ffmpeg -c copy` does: without it the last packet of each track comes back without its duration.

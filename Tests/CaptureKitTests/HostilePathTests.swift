@@ -59,4 +59,19 @@ import Testing
         try OutputPath.claim("\(dir)/fresh.mp4")
         #expect(throws: CaptureError.outputFileExists(path: "\(dir)/fresh.mp4")) { try OutputPath.claim("\(dir)/fresh.mp4") }
     }
+
+    /// No network surface: readers open local files only, even when the path or the file's contents
+    /// name a URL (an HLS playlist pointing at http://, here a local port where nothing must connect).
+    @Test func readersNeverOpenANetworkURL() throws {
+        let dir = try TestSupport.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let direct = try TestSupport.run(CommandLineTests.binary, ["inspect", "http://127.0.0.1:9/never.mp4"])
+        #expect(direct.status != 0)
+        let playlist = "\(dir)/list.m3u8"
+        try "#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXTINF:1,\nhttp://127.0.0.1:9/segment.ts\n#EXT-X-ENDLIST\n".write(toFile: playlist, atomically: true, encoding: .utf8)
+        let nested = try TestSupport.run(CommandLineTests.binary, ["inspect", playlist])
+        #expect(nested.status != 0)
+        // strace would show it directly; here: the whitelist error names the refused protocol.
+        #expect(!(direct.stderr + nested.stderr).contains("Connection refused"), "\(direct.stderr)\n\(nested.stderr)")
+    }
 }
