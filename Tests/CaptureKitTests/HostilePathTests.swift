@@ -71,7 +71,14 @@ import Testing
         try "#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXTINF:1,\nhttp://127.0.0.1:9/segment.ts\n#EXT-X-ENDLIST\n".write(toFile: playlist, atomically: true, encoding: .utf8)
         let nested = try TestSupport.run(CommandLineTests.binary, ["inspect", playlist])
         #expect(nested.status != 0)
-        // strace would show it directly; here: the whitelist error names the refused protocol.
         #expect(!(direct.stderr + nested.stderr).contains("Connection refused"), "\(direct.stderr)\n\(nested.stderr)")
+        // The library reader given a URL: refused by the whitelist, never connected (without it,
+        // libavformat would try the port and fail with "Connection refused").
+        do {
+            _ = try MediaFileReader(path: "http://127.0.0.1:9/never.mp4")
+            Issue.record("a URL was opened")
+        } catch {
+            #expect(!"\(error)".contains("Connection refused"), "\(error)")
+        }
     }
 }
