@@ -1,5 +1,6 @@
 import CaptureCore
 import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -9,13 +10,16 @@ import Glibc
 /// Real time: hardware timestamps (tstamp mode ENABLE, type MONOTONIC); the first sample of each
 /// read was captured at `tstamp − (delay + frames) / rate`. PTS follow the sample count from the
 /// first read and are re-anchored to the measured time when they drift apart by more than one
-/// period; an overrun (EPIPE) is recovered with `snd_pcm_recover`, reported as dropped samples, and
-/// its gap is delivered as silence so audio stays continuous and in sync with video.
+/// period; an overrun (EPIPE) is recovered with `snd_pcm_recover`, its gap is delivered as silence so
+/// audio stays continuous and in sync with video, and that silence carries the loss as its
+/// `discontinuity` (outputs hear `didDrop`). Virtual pace: PTS follow the sample count; the sample
+/// after an xrun carries the loss.
 ///
 /// Every libasound call goes through `ALSASystem` (the real library, or a fake in host tests).
 ///
 /// Concurrency rule (why `@unchecked Sendable`): the PCM handle and counters are touched only
-/// while holding `lock`; `stop()` takes the lock, so it waits for a read or wait in progress (≤ 50 ms).
+/// while holding `lock`; `stop()` sets `stopRequested` (atomic) and takes the lock, so it waits for
+/// one read or wait in progress (≤ 50 ms), never for a PCM that has nothing to read.
 final class ALSAStream: DriverStream, @unchecked Sendable {
     private let name: String
     private let config: ALSAConfig?
@@ -23,6 +27,8 @@ final class ALSAStream: DriverStream, @unchecked Sendable {
     private let pace: CapturePace
     private let system: any ALSASystem
     private let lock = NSLock()
+    /// Set by stop() before it takes `lock`.
+    private let stopRequested = Atomic<Bool>(false)
 
     // Guarded by `lock`.
     private var pcm: ALSAPCMHandle?
@@ -33,6 +39,8 @@ final class ALSAStream: DriverStream, @unchecked Sendable {
     private var anchor: MediaTime = .zero
     private var anchored = false
     private var recovered = false
+    /// Where the previous read ended on the hardware clock (nil: not stamped).
+    private var lastMeasuredEnd: MediaTime?
     private var pending: SampleBuffer?
 
     /// What the hardware actually granted (read back after hw_params).
@@ -115,35 +123,45 @@ final class ALSAStream: DriverStream, @unchecked Sendable {
     }
 
     func nextSample() throws(CaptureError) -> SampleBuffer? {
+        // One read (or one wait of ≤ 50 ms) per turn of the lock, so stop() gets in between turns
+        // even while the PCM has nothing to give; `stopRequested` keeps this loop from re-taking
+        // the lock ahead of it.
+        while !stopRequested.load(ordering: .acquiring) {
+            if case .sample(let sample) = try readOnce() { return sample }
+        }
+        return nil
+    }
+
+    private enum Turn { case sample(SampleBuffer?), again }
+
+    private func readOnce() throws(CaptureError) -> Turn {
         lock.lock(); defer { lock.unlock() }
         if let p = pending {
             pending = nil
-            return p
+            return .sample(p)
         }
-        while true {
-            guard !isStopped, let pcm else { return nil }
-            let buffer = AudioPCMBuffer(format: format, frameCapacity: periodFrames)
-            let frames = periodFrames
-            let read: Result<Int, ALSAError>
-            do {
-                read = .success(try buffer.withMutableBytes { raw throws(ALSAError) in try system.read(pcm, into: raw, frames: frames) })
-            } catch {
-                read = .failure(error)
-            }
-            switch read {
-            case .failure(let error) where error.code == .wouldBlock:
-                // Waits under the lock (stop() must not close the PCM mid-wait), briefly.
-                do { _ = try system.wait(pcm, timeoutMilliseconds: 50) } catch { try recover(error.code) }
-                continue
-            case .failure(let error):
-                try recover(error.code)
-                continue
-            case .success(0):
-                continue
-            case .success(let n):
-                buffer.setFrameLength(n)
-                return deliver(buffer, frames: n)
-            }
+        guard !isStopped, let pcm else { return .sample(nil) }
+        let buffer = AudioPCMBuffer(format: format, frameCapacity: periodFrames)
+        let frames = periodFrames
+        let read: Result<Int, ALSAError>
+        do {
+            read = .success(try buffer.withMutableBytes { raw throws(ALSAError) in try system.read(pcm, into: raw, frames: frames) })
+        } catch {
+            read = .failure(error)
+        }
+        switch read {
+        case .failure(let error) where error.code == .wouldBlock:
+            // Waits under the lock (stop() must not close the PCM mid-wait), briefly.
+            do { _ = try system.wait(pcm, timeoutMilliseconds: 50) } catch { try recover(error.code) }
+            return .again
+        case .failure(let error):
+            try recover(error.code)
+            return .again
+        case .success(0):
+            return .again
+        case .success(let n):
+            buffer.setFrameLength(n)
+            return .sample(deliver(buffer, frames: n))
         }
     }
 
@@ -166,11 +184,24 @@ final class ALSAStream: DriverStream, @unchecked Sendable {
         }
     }
 
-    /// PTS for a read of `frames`; a gap since the last read (overrun) is delivered as silence first.
+    /// PTS for a read of `frames`. Samples lost before it (an overrun, a suspend) travel with the
+    /// samples as `SampleBuffer.discontinuity` (reason `.discontinuity`), and are posted to the
+    /// `DeviceEventCenter` as `.overrun`:
+    /// - real time with hardware timestamps: the gap is measured on the clock and delivered as
+    ///   silence first (PTS stay continuous and in sync); that silence carries the discontinuity, so
+    ///   `didDrop` reports where the loss began and how many frames it held;
+    /// - otherwise (virtual pace, or a PCM without timestamps) no silence is made up: the sample
+    ///   after the xrun carries the loss, measured from the timestamps when the PCM has them, else
+    ///   the least an xrun loses — the buffer that recovery discards (`bufferFrames`).
     private func deliver(_ buffer: AudioPCMBuffer, frames: Int) -> SampleBuffer {
         let rate = Int32(format.sampleRate)
+        let measured = measuredStart(frames: frames)
+        let previousEnd = lastMeasuredEnd
+        lastMeasuredEnd = measured.map { $0 + MediaTime(value: Int64(frames), timescale: rate) }
+        let xrun = recovered
+        recovered = false
         var pts = anchor + MediaTime(value: framesDelivered, timescale: rate)
-        if pace == .realtime, let measured = measuredStart(frames: frames) {
+        if pace == .realtime, let measured {
             if !anchored {
                 anchor = measured
                 anchored = true
@@ -178,15 +209,15 @@ final class ALSAStream: DriverStream, @unchecked Sendable {
             } else {
                 let drift = (measured - pts).seconds
                 let period = Double(periodFrames) / Double(rate)
-                if recovered || abs(drift) > period {
+                if xrun || abs(drift) > period {
                     let gap = Int((drift * Double(rate)).rounded())
                     if gap > 0 {
                         DeviceEventCenter.shared.post(.samplesDropped(deviceID: name, reason: .overrun, count: gap, presentationTime: pts))
-                        let silence = makeSample(AudioPCMBuffer(format: format, frameCapacity: gap), pts: pts, first: framesDelivered)
+                        let silence = makeSample(AudioPCMBuffer(format: format, frameCapacity: gap), pts: pts, first: framesDelivered,
+                                                 discontinuity: Discontinuity(count: gap, reason: .discontinuity))
                         framesDelivered += Int64(gap)
                         pending = makeSample(buffer, pts: measured, first: framesDelivered)
                         framesDelivered += Int64(frames)
-                        recovered = false
                         return silence
                     }
                     // Ahead of the clock (rate drift): re-anchor so PTS follow the hardware.
@@ -194,17 +225,30 @@ final class ALSAStream: DriverStream, @unchecked Sendable {
                     pts = measured
                 }
             }
+            let sample = makeSample(buffer, pts: pts, first: framesDelivered)
+            framesDelivered += Int64(frames)
+            return sample
         }
-        recovered = false
-        let sample = makeSample(buffer, pts: pts, first: framesDelivered)
+        var loss: Discontinuity?
+        if xrun {
+            var lost = bufferFrames
+            if let previousEnd, let measured {
+                lost = Int(((measured - previousEnd).seconds * Double(rate)).rounded())
+            }
+            if lost > 0 {
+                loss = Discontinuity(count: lost, reason: .discontinuity)
+                DeviceEventCenter.shared.post(.samplesDropped(deviceID: name, reason: .overrun, count: lost, presentationTime: pts))
+            }
+        }
+        let sample = makeSample(buffer, pts: pts, first: framesDelivered, discontinuity: loss)
         framesDelivered += Int64(frames)
         return sample
     }
 
-    private func makeSample(_ buffer: AudioPCMBuffer, pts: MediaTime, first: Int64) -> SampleBuffer {
+    private func makeSample(_ buffer: AudioPCMBuffer, pts: MediaTime, first: Int64, discontinuity: Discontinuity? = nil) -> SampleBuffer {
         SampleBuffer(payload: .audio(buffer), formatDescription: .audio(format), presentationTime: pts,
                      duration: MediaTime(value: Int64(buffer.frameLength), timescale: Int32(format.sampleRate)),
-                     sequenceNumber: first)
+                     sequenceNumber: first, discontinuity: discontinuity)
     }
 
     /// When the first of the `frames` just read was captured, on CLOCK_MONOTONIC; nil without a clock.
@@ -216,6 +260,7 @@ final class ALSAStream: DriverStream, @unchecked Sendable {
     }
 
     func stop() {
+        stopRequested.store(true, ordering: .releasing)
         lock.lock(); defer { lock.unlock() }
         isStopped = true
         closeLocked()

@@ -1,5 +1,6 @@
-import CaptureCore
+import CaptureKit
 import Foundation
+import Synchronization
 import Testing
 @testable import CaptureALSA
 
@@ -77,6 +78,26 @@ import Testing
         #expect(reads == ["readi 480 → EAGAIN", "wait", "readi 480 → 480"])
     }
 
+    /// A PCM with nothing to give (a stalled card) must not hold `stop()` up: the reader waits in
+    /// short turns and returns nil once stopped.
+    @Test func stopEndsAReadThatHasNothingToRead() throws {
+        let fake = FakeALSA()
+        let stream = try Self.stream(fake)
+        try stream.start(at: .zero)
+        let returned = DispatchSemaphore(value: 0)
+        let gotNil = Mutex<Bool?>(nil)
+        DispatchQueue.global().async {
+            let sample = try? stream.nextSample()
+            gotNil.withLock { $0 = sample == nil }
+            returned.signal()
+        }
+        Thread.sleep(forTimeInterval: 0.05)
+        stream.stop()
+        #expect(returned.wait(timeout: .now() + 5) == .success, "nextSample still blocked after stop()")
+        #expect(gotNil.withLock { $0 } == true)
+        #expect(fake.openHandles == 0)
+    }
+
     @Test func aBusyPCMFailsTheStartNamingBusy() throws {
         let fake = FakeALSA(script: FakeALSA.blocks(1, from: 1_000 * Self.ms))
         let stream = try Self.stream(fake)
@@ -127,7 +148,7 @@ import Testing
 
     /// An overrun (EPIPE) or a suspend (ESTRPIPE): `snd_pcm_recover`, a new `snd_pcm_start`, and
     /// the samples lost meanwhile (measured on the hardware clock) delivered as silence, so the
-    /// audio stays continuous and in sync.
+    /// audio stays continuous and in sync; that silence carries the loss (`discontinuity`).
     @Test(arguments: [ALSAErrno.brokenPipe, ALSAErrno.suspended])
     func anXrunIsRecoveredAndItsGapFilledWithSilence(_ code: ALSAErrno) throws {
         let fake = FakeALSA(script: FakeALSA.blocks(2, from: 1_000 * Self.ms) + [.fail(code)]
@@ -143,6 +164,7 @@ import Testing
         #expect(samples.map(\.sequenceNumber) == [0, 480, 960, 2400, 2880])
         #expect(samples[2].audioBuffer?.frameLength == 1440)
         #expect(samples.map(Self.values) == [[1], [2], [0], [10], [11]])
+        #expect(samples.map(\.discontinuity) == [nil, nil, Discontinuity(count: 1440, reason: .discontinuity), nil, nil])
         #expect(DeviceEventCenter.shared.droppedCount(deviceID: Self.id, reason: .overrun) == 1440)
         // Recovered, then restarted, before the next read.
         let name = FakeALSA.name(code)
@@ -195,5 +217,82 @@ import Testing
         #expect(throws: CaptureError.deviceDisconnected(Self.id)) { try stream.nextSample() }
         #expect(fake.trace.last == "recover EPIPE → ENODEV")
         stream.stop()
+    }
+
+    /// Virtual pace stamps PTS by the sample count and makes no silence up: the sample after the
+    /// xrun carries the loss, measured on the hardware clock.
+    @Test func inVirtualPaceTheSampleAfterAnXrunCarriesTheLoss() throws {
+        let fake = FakeALSA(script: FakeALSA.blocks(2, from: 1_000 * Self.ms) + [.fail(.brokenPipe)]
+                                  + FakeALSA.blocks(2, from: 1_050 * Self.ms, firstValue: 10))
+        let stream = try Self.stream(fake, pace: .virtual)
+        try stream.start(at: .zero)
+        var samples: [SampleBuffer] = []
+        for _ in 0..<4 { samples.append(try #require(try stream.nextSample())) }
+        stream.stop()
+        #expect(samples.map(\.presentationTime) == [0, 480, 960, 1440].map { MediaTime(value: $0, timescale: 48_000) })
+        #expect(samples.map(Self.values) == [[1], [2], [10], [11]])
+        #expect(samples.map(\.discontinuity) == [nil, nil, Discontinuity(count: 1440, reason: .discontinuity), nil])
+        #expect(fake.controlTrace.contains("recover EPIPE"))
+    }
+
+    /// A PCM that stamps nothing cannot say how much an xrun lost: the next sample carries the least
+    /// it lost, the buffer recovery discards (32 periods).
+    @Test func anXrunOnAPCMWithoutTimestampsCarriesTheDiscardedBuffer() throws {
+        let fake = FakeALSA(script: [.block(startNs: nil, frames: 480, value: 1), .fail(.brokenPipe), .block(startNs: nil, frames: 480, value: 2)])
+        let stream = try Self.stream(fake)
+        try stream.start(at: Self.ns(5_000 * Self.ms))
+        let first = try #require(try stream.nextSample())
+        let second = try #require(try stream.nextSample())
+        stream.stop()
+        #expect(first.discontinuity == nil)
+        #expect(second.discontinuity == Discontinuity(count: 480 * 32, reason: .discontinuity))
+        #expect(first.presentationTime == Self.ns(5_000 * Self.ms))
+        #expect(second.presentationTime == Self.ns(5_010 * Self.ms))
+    }
+
+    /// End to end: a session with an `AudioDataOutput` on the fake card; the delegate hears
+    /// `didDrop` for the overrun — 1440 frames, reason `.discontinuity`, at the PTS where the loss
+    /// began — in order, just before the silence that stands in for them.
+    @Test func anXrunReachesTheAudioDataOutputAsDidDrop() async throws {
+        let fake = FakeALSA(script: FakeALSA.blocks(2, from: 1_000 * Self.ms) + [.fail(.brokenPipe)]
+                                  + FakeALSA.blocks(2, from: 1_050 * Self.ms, firstValue: 10))
+        let registry = DeviceRegistry(drivers: [ALSADriver(system: fake)])
+        let session = CaptureSession(pace: .realtime)
+        try session.setSessionPreset(.inputPriority)
+        try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: Self.id)))
+        let output = AudioDataOutput()
+        let recorder = AudioEventRecorder()
+        let queue = DispatchQueue(label: "alsa-drops")
+        output.setSampleBufferDelegate(recorder, queue: queue)
+        try session.addOutput(output)
+        try session.startRunning()
+        let deadline = ContinuousClock.now + .seconds(20)
+        while recorder.events.withLock({ $0.count }) < 6, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(2))
+        }
+        session.stopRunning()
+        queue.sync {}
+        func pts(_ ms: Int64) -> MediaTime { Self.ns(ms * Self.ms) }
+        #expect(recorder.events.withLock { $0 } == [
+            .output(pts: pts(1_000), frames: 480), .output(pts: pts(1_010), frames: 480),
+            .drop(Discontinuity(count: 1440, reason: .discontinuity), pts: pts(1_020)),
+            .output(pts: pts(1_020), frames: 1440),
+            .output(pts: pts(1_050), frames: 480), .output(pts: pts(1_060), frames: 480),
+        ])
+    }
+}
+
+/// What an audio data output's delegate heard, in order.
+final class AudioEventRecorder: AudioDataOutputSampleBufferDelegate, Sendable {
+    enum Event: Equatable, Sendable {
+        case output(pts: MediaTime, frames: Int)
+        case drop(Discontinuity, pts: MediaTime)
+    }
+    let events = Mutex<[Event]>([])
+    func dataOutput(_ output: AudioDataOutput, didOutput sample: SampleBuffer, from connection: CaptureConnection) {
+        events.withLock { $0.append(.output(pts: sample.presentationTime, frames: sample.audioBuffer?.frameLength ?? 0)) }
+    }
+    func dataOutput(_ output: AudioDataOutput, didDrop gap: Discontinuity, presentationTime: MediaTime, from connection: CaptureConnection) {
+        events.withLock { $0.append(.drop(gap, pts: presentationTime)) }
     }
 }
