@@ -49,6 +49,14 @@ final class FakeALSA: ALSASystem {
 
     init(script: [Item] = []) { state.withLock { $0.script = script } }
 
+    /// A card that never runs dry: after the script, contiguous blocks stamped by their count
+    /// from 1 s (reads return at once: no real-time pacing).
+    static func endless(frames: Int = 480, value: Int16 = 1000) -> FakeALSA {
+        let fake = FakeALSA()
+        fake.state.withLock { $0.endless = (frames, value) }
+        return fake
+    }
+
     /// Contiguous blocks of `frames` frames from `startNs`, sample values 1, 2, 3, …
     static func blocks(_ count: Int, frames: Int = 480, from startNs: Int64, firstValue: Int16 = 1) -> [Item] {
         (0..<count).map { i in
