@@ -20,10 +20,17 @@ public struct ALSADriver: CaptureDriver {
     /// Private configuration text (ALSA's syntax), or nil for the system configuration only.
     public let configuration: String?
     private let privateConfig: ALSAConfig?
+    private let probe: ALSAProbe
 
     public init(configuration: String? = nil) {
+        self.init(configuration: configuration, system: LinuxALSASystem())
+    }
+
+    /// A driver over another `ALSASystem` (host tests stand a fake sound card in for libasound).
+    init(configuration: String? = nil, system: any ALSASystem) {
         self.configuration = configuration
         privateConfig = configuration.flatMap { try? ALSAConfig(text: $0) }
+        probe = ALSAProbe(system: system)
         ck_alsa_set_quiet(1)
     }
 
@@ -35,11 +42,11 @@ public struct ALSADriver: CaptureDriver {
     public func discoverDevices() throws(CaptureError) -> [DeviceDescription] {
         var result: [DeviceDescription] = []
         for name in privateConfig?.pcmNames() ?? [] {
-            if let d = ALSAProbe.describe(name: name, localizedName: "\(name) (ALSA PCM)", modelID: "alsa-config", config: privateConfig) {
+            if let d = probe.describe(name: name, localizedName: "\(name) (ALSA PCM)", modelID: "alsa-config", config: privateConfig) {
                 result.append(d)
             }
         }
-        result += ALSAProbe.cardPCMs()
+        result += probe.cardPCMs()
         return result
     }
 
@@ -51,13 +58,13 @@ public struct ALSADriver: CaptureDriver {
 
     public func openDevice(uniqueID: String) throws(CaptureError) -> any DriverDevice {
         let config = privateConfig?.defines(uniqueID) == true ? privateConfig : nil
-        guard let description = ALSAProbe.describe(name: uniqueID, localizedName: uniqueID, modelID: "alsa", config: config)
+        guard let description = probe.describe(name: uniqueID, localizedName: uniqueID, modelID: "alsa", config: config)
                 ?? (try? discoverDevices())?.first(where: { $0.uniqueID == uniqueID }) else {
-            let code = ALSAProbe.openError(name: uniqueID, config: config)
-            if code == EACCES || code == EPERM { throw .deviceAccessDenied(uniqueID) }
+            let code = probe.openError(name: uniqueID, config: config)
+            if code == .accessDenied || code == .notPermitted { throw .deviceAccessDenied(uniqueID) }
             throw .deviceNotFound(uniqueID)
         }
-        return ALSADevice(description: description, config: config)
+        return ALSADevice(description: description, config: config, system: probe.system)
     }
 }
 
@@ -109,49 +116,36 @@ final class ALSAConfig: @unchecked Sendable {
     func defines(_ name: String) -> Bool { pcmNames().contains(name) }
 }
 
-/// Opening PCMs and asking what they can do.
-enum ALSAProbe {
-    static let sampleFormats: [(AudioStreamFormat.SampleFormat, snd_pcm_format_t)] = [
-        (.int16, SND_PCM_FORMAT_S16_LE), (.float32, SND_PCM_FORMAT_FLOAT_LE),
-    ]
+/// Opening PCMs and asking what they can do, through an `ALSASystem`.
+struct ALSAProbe {
     static let rates = [48000, 44100, 16000]
     static let channelCounts = [1, 2]
 
-    /// Opens a capture PCM (through the private configuration when given); nil and −errno on failure.
-    static func open(name: String, config: ALSAConfig?, mode: Int32) -> (OpaquePointer?, Int32) {
-        var pcm: OpaquePointer?
-        let r: Int32
-        if let config {
-            r = snd_pcm_open_lconf(&pcm, name, SND_PCM_STREAM_CAPTURE, mode, config.top)
-        } else {
-            r = snd_pcm_open(&pcm, name, SND_PCM_STREAM_CAPTURE, mode)
-        }
-        return r == 0 ? (pcm, 0) : (nil, r)
-    }
+    let system: any ALSASystem
 
-    static func openError(name: String, config: ALSAConfig?) -> Int32 {
-        let (pcm, r) = open(name: name, config: config, mode: Int32(SND_PCM_NONBLOCK))
-        if let pcm { snd_pcm_close(pcm) }
-        return -r
+    /// The errno opening a capture PCM fails with (0 when it opens).
+    func openError(name: String, config: ALSAConfig?) -> ALSAErrno? {
+        do {
+            let pcm = try system.open(name, config: config)
+            system.close(pcm)
+            return nil
+        } catch {
+            return error.code
+        }
     }
 
     /// The audio formats a PCM accepts (S16/float × 48/44.1/16 kHz × mono/stereo); nil if it
     /// cannot be opened (absent or busy) or accepts none of them.
-    static func describe(name: String, localizedName: String, modelID: String, config: ALSAConfig?) -> DeviceDescription? {
-        let (opened, _) = open(name: name, config: config, mode: Int32(SND_PCM_NONBLOCK))
-        guard let pcm = opened else { return nil }
-        defer { snd_pcm_close(pcm) }
-        var params: OpaquePointer?
-        guard snd_pcm_hw_params_malloc(&params) == 0, let params else { return nil }
-        defer { snd_pcm_hw_params_free(params) }
-        guard snd_pcm_hw_params_any(pcm, params) >= 0 else { return nil }
-        _ = snd_pcm_hw_params_set_access(pcm, params, SND_PCM_ACCESS_RW_INTERLEAVED)
+    func describe(name: String, localizedName: String, modelID: String, config: ALSAConfig?) -> DeviceDescription? {
+        guard let pcm = try? system.open(name, config: config) else { return nil }
+        defer { system.close(pcm) }
         var formats: [DeviceFormat] = []
-        for rate in rates where snd_pcm_hw_params_test_rate(pcm, params, UInt32(rate), 0) == 0 {
-            for channels in channelCounts where snd_pcm_hw_params_test_channels(pcm, params, UInt32(channels)) == 0 {
-                for (sampleFormat, alsa) in sampleFormats where snd_pcm_hw_params_test_format(pcm, params, alsa) == 0 {
+        for rate in Self.rates {
+            for channels in Self.channelCounts {
+                for sampleFormat in ALSASampleFormat.allCases
+                where system.supports(pcm, format: sampleFormat, channels: channels, rate: rate) {
                     formats.append(DeviceFormat(formatDescription: .audio(AudioStreamFormat(
-                        sampleRate: rate, channelCount: channels, sampleFormat: sampleFormat))))
+                        sampleRate: rate, channelCount: channels, sampleFormat: sampleFormat.sampleFormat))))
                 }
             }
         }
@@ -160,41 +154,9 @@ enum ALSAProbe {
                                  position: .unspecified, formats: formats)
     }
 
-    /// `hw:CARD,DEV,SUB` for every capture subdevice of every card.
-    static func cardPCMs() -> [DeviceDescription] {
-        var result: [DeviceDescription] = []
-        var card: Int32 = -1
-        while snd_card_next(&card) == 0, card >= 0 {
-            var ctl: OpaquePointer?
-            guard snd_ctl_open(&ctl, "hw:\(card)", 0) == 0, let ctl else { continue }
-            defer { snd_ctl_close(ctl) }
-            var cardInfo: OpaquePointer?
-            guard snd_ctl_card_info_malloc(&cardInfo) == 0, let cardInfo else { continue }
-            defer { snd_ctl_card_info_free(cardInfo) }
-            guard snd_ctl_card_info(ctl, cardInfo) == 0 else { continue }
-            let cardID = String(cString: snd_ctl_card_info_get_id(cardInfo))
-            let cardName = String(cString: snd_ctl_card_info_get_name(cardInfo))
-            var device: Int32 = -1
-            while snd_ctl_pcm_next_device(ctl, &device) == 0, device >= 0 {
-                var info: OpaquePointer?
-                guard snd_pcm_info_malloc(&info) == 0, let info else { continue }
-                defer { snd_pcm_info_free(info) }
-                snd_pcm_info_set_device(info, UInt32(device))
-                snd_pcm_info_set_subdevice(info, 0)
-                snd_pcm_info_set_stream(info, SND_PCM_STREAM_CAPTURE)
-                guard snd_ctl_pcm_info(ctl, info) == 0 else { continue }
-                let pcmName = String(cString: snd_pcm_info_get_name(info))
-                let count = snd_pcm_info_get_subdevices_count(info)
-                for sub in 0..<max(1, count) {
-                    let name = "hw:\(cardID),\(device),\(sub)"
-                    if let d = describe(name: name, localizedName: "\(cardName): \(pcmName) (device \(device), subdevice \(sub))",
-                                        modelID: "alsa card \(card) \(cardID)", config: nil) {
-                        result.append(d)
-                    }
-                }
-            }
-        }
-        return result
+    /// `hw:CARD,DEV,SUB` for every capture subdevice of every card that takes one of the formats.
+    func cardPCMs() -> [DeviceDescription] {
+        system.cardCapturePCMs().compactMap { describe(name: $0.name, localizedName: $0.localizedName, modelID: $0.modelID, config: nil) }
     }
 }
 
@@ -202,16 +164,18 @@ enum ALSAProbe {
 final class ALSADevice: DriverDevice {
     let description: DeviceDescription
     let config: ALSAConfig?
+    let system: any ALSASystem
 
-    init(description: DeviceDescription, config: ALSAConfig?) {
+    init(description: DeviceDescription, config: ALSAConfig?, system: any ALSASystem) {
         self.description = description
         self.config = config
+        self.system = system
     }
 
     func makeStream(_ configuration: StreamConfiguration) throws(CaptureError) -> any DriverStream {
         guard let format = configuration.format.audioFormat, description.formats.contains(configuration.format) else {
             throw .formatNotSupported("\(configuration.format.formatDescription) on \(description.uniqueID)")
         }
-        return ALSAStream(name: description.uniqueID, config: config, format: format, pace: configuration.pace)
+        return ALSAStream(name: description.uniqueID, config: config, format: format, pace: configuration.pace, system: system)
     }
 }

@@ -5,6 +5,15 @@ import Synchronization
 /// Receives audio from an audio data output (AVCaptureAudioDataOutputSampleBufferDelegate).
 public protocol AudioDataOutputSampleBufferDelegate: AnyObject, Sendable {
     func dataOutput(_ output: AudioDataOutput, didOutput sample: SampleBuffer, from connection: CaptureConnection)
+    /// The device lost audio frames (an ALSA overrun, say): `gap.count` frames, just before the
+    /// sample at `presentationTime` (the next `didOutput`). Once per loss, not once per frame;
+    /// in order with `didOutput` on the delegate's queue. AVFoundation's audio delegate has no
+    /// such callback; the default does nothing.
+    func dataOutput(_ output: AudioDataOutput, didDrop gap: Discontinuity, presentationTime: MediaTime, from connection: CaptureConnection)
+}
+
+extension AudioDataOutputSampleBufferDelegate {
+    public func dataOutput(_ output: AudioDataOutput, didDrop gap: Discontinuity, presentationTime: MediaTime, from connection: CaptureConnection) {}
 }
 
 /// Delivers audio buffers to a delegate on its queue and as an AsyncSequence (AVCaptureAudioDataOutput).
@@ -52,6 +61,13 @@ public final class AudioDataOutput: CaptureOutput {
     }
 
     public func sessionDidStop() {}
+
+    public func didDrop(_ gap: Discontinuity, before sample: SampleBuffer, from connection: CaptureConnection) {
+        let (delegate, queue) = state.withLock { ($0.delegate, $0.queue) }
+        guard let delegate, let queue else { return }
+        let pts = sample.presentationTime
+        queue.async { delegate.dataOutput(self, didDrop: gap, presentationTime: pts, from: connection) }
+    }
 
     public func receive(_ sample: SampleBuffer, from connection: CaptureConnection) {
         let (delegate, queue, readers) = state.withLock { s in

@@ -263,7 +263,7 @@ public final class V4L2LoopbackSink: @unchecked Sendable {
         let n = system.write(fd, bytes)
         if n < 0 {
             let e = Int32(-n)
-            if e == ENODEV || e == ENXIO || (e == EIO && access(path, F_OK) != 0) {
+            if e == ENODEV || e == ENXIO || (e == EIO && !system.nodeExists(path)) {
                 throw .videoOutputFailed(path: path, problem: .disconnected)
             }
             throw .videoOutputFailed(path: path, problem: .writeFailed(errnoText(e)))

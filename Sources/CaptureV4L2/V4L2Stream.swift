@@ -24,7 +24,7 @@ final class V4L2Stream: DriverStream, @unchecked Sendable {
     private let size: Dimensions
     private var frameDuration: MediaTime
     private let lock = NSLock()
-    private let wake: (read: Int32, write: Int32)
+    private let wakePipe: V4L2WakePipe?
 
     // Guarded by `lock`.
     private var buffers: [(address: UnsafeMutableRawPointer, length: Int)] = []
@@ -44,19 +44,12 @@ final class V4L2Stream: DriverStream, @unchecked Sendable {
         self.pixelFormat = pixelFormat
         self.size = size
         self.frameDuration = frameDuration
-        var fds: [Int32] = [-1, -1]
-        if pipe(&fds) == 0 {
-            for f in fds { _ = fcntl(f, F_SETFL, O_NONBLOCK); _ = fcntl(f, F_SETFD, FD_CLOEXEC) }
-        } else {
-            fds = [-1, -1]
-        }
-        wake = (fds[0], fds[1])
+        wakePipe = device.node.system.makeWakePipe()
     }
 
     deinit {
         teardown()
-        if wake.read >= 0 { Glibc.close(wake.read) }
-        if wake.write >= 0 { Glibc.close(wake.write) }
+        if let wakePipe { system.closeWakePipe(wakePipe) }
     }
 
     private var system: any V4L2System { device.node.system }
@@ -163,7 +156,7 @@ final class V4L2Stream: DriverStream, @unchecked Sendable {
     func nextSample() throws(CaptureError) -> SampleBuffer? {
         while true {
             if stoppedFlag() { return nil }
-            switch system.poll(fd, wakeFD: wake.read, timeoutMilliseconds: 250) {
+            switch system.poll(fd, wakeFD: wakePipe?.read ?? -1, timeoutMilliseconds: 250) {
             case .woken: return nil
             case .timedOut: continue
             case .readable, .failed: break
@@ -196,7 +189,7 @@ final class V4L2Stream: DriverStream, @unchecked Sendable {
         if e == EAGAIN { return .again }
         if e != 0 {
             // ENODEV: unplugged. EIO with the node gone is the same; otherwise a fatal stream error.
-            if e == ENODEV || e == ENXIO || access(id, F_OK) != 0 {
+            if e == ENODEV || e == ENXIO || !system.nodeExists(id) {
                 device.markDisconnected()
                 throw .deviceDisconnected(id)
             }
@@ -279,10 +272,7 @@ final class V4L2Stream: DriverStream, @unchecked Sendable {
         let wasStopped = isStopped
         isStopped = true
         lock.unlock()
-        if !wasStopped, wake.write >= 0 {
-            var one: UInt8 = 1
-            _ = Glibc.write(wake.write, &one, 1)
-        }
+        if !wasStopped, let wakePipe { system.signalWake(wakePipe) }
         teardown()
     }
 

@@ -31,11 +31,49 @@ public protocol V4L2System: Sendable {
     func poll(_ fd: Int32, wakeFD: Int32, timeoutMilliseconds: Int32) -> V4L2PollResult
     /// Writes one frame to an output node (read/write I/O); bytes written or −errno.
     func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Int
+    /// Whether a node is still there (`access(path, F_OK)`): a failed call on a gone node is an unplug.
+    func nodeExists(_ path: String) -> Bool
+    /// A non-blocking, close-on-exec pipe whose read end `poll` watches as `wakeFD`; nil if none can be made.
+    func makeWakePipe() -> V4L2WakePipe?
+    /// Makes a `poll` on the pipe return `.woken` (one byte into its write end).
+    func signalWake(_ pipe: V4L2WakePipe)
+    func closeWakePipe(_ pipe: V4L2WakePipe)
+}
+
+/// The two ends of a stream's wake-up pipe.
+public struct V4L2WakePipe: Sendable, Hashable {
+    public var read: Int32
+    public var write: Int32
+    public init(read: Int32, write: Int32) {
+        self.read = read
+        self.write = write
+    }
 }
 
 extension V4L2System {
     /// Fakes without output nodes need not implement writing.
     public func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Int { -Int(ENOSYS) }
+
+    // The wake-up pipe and the node check default to the real system calls: a fake's `poll` can
+    // watch a real pipe, and one that models unplugging overrides `nodeExists`.
+    public func nodeExists(_ path: String) -> Bool { access(path, F_OK) == 0 }
+
+    public func makeWakePipe() -> V4L2WakePipe? {
+        var fds: [Int32] = [-1, -1]
+        guard pipe(&fds) == 0 else { return nil }
+        for f in fds { _ = fcntl(f, F_SETFL, O_NONBLOCK); _ = fcntl(f, F_SETFD, FD_CLOEXEC) }
+        return V4L2WakePipe(read: fds[0], write: fds[1])
+    }
+
+    public func signalWake(_ pipe: V4L2WakePipe) {
+        var one: UInt8 = 1
+        _ = Glibc.write(pipe.write, &one, 1)
+    }
+
+    public func closeWakePipe(_ pipe: V4L2WakePipe) {
+        _ = Glibc.close(pipe.read)
+        _ = Glibc.close(pipe.write)
+    }
 }
 
 /// The real kernel, through plain syscalls (not libv4l2: no hidden format conversion).

@@ -114,6 +114,65 @@ import Testing
         print("killed real-time recordings (encoder latency \(latencyFrames) frames): \(rows.joined(separator: "; "))")
     }
 
+    /// 50 SIGKILLs at moments spread over a whole `capture record` run, from launch to exit: during
+    /// start-up (before anything is written), while fragments are written, and while the finished
+    /// movie is being defragmented. Every file that holds media decodes cleanly in ffmpeg and
+    /// GStreamer with frames 0…n−1; a kill before the first fragment leaves no media (at most an empty
+    /// or header-only file, counted); a kill during defragmentation leaves the complete fragmented
+    /// original (the copy is renamed over it only when whole).
+    @Test func fiftyKillsFromLaunchToExitLeavePlayableFiles() async throws {
+        let dir = try TestSupport.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let arguments = ["record", "--camera", "sim:back", "--microphone", "sim:mic", "--duration", "6", "--size", "640x480",
+                         "--fragment-interval", "1", "--pace", "virtual", "--preset", "ultrafast"]
+        // How long an unkilled run takes here, so the kill moments cover all of it.
+        let clock = ContinuousClock()
+        let start = clock.now
+        let whole = try TestSupport.run(CommandLineTests.binary, arguments + ["\(dir)/whole.mp4"])
+        #expect(whole.status == 0, "\(whole.stderr)")
+        let runSeconds = Double((clock.now - start).components.attoseconds) / 1e18 + Double((clock.now - start).components.seconds)
+        let gstreamer = (try? TestSupport.run("gst-launch-1.0", ["--version"]).status) == 0
+
+        var random = SplitMix(seed: 50)
+        var noMedia = 0, partial = 0, complete = 0
+        for run in 0..<50 {
+            let path = "\(dir)/k\(run).mp4"
+            let killAt = runSeconds * 1.1 * Double(random.next() % 1000) / 1000
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: CommandLineTests.binary)
+            process.arguments = arguments + [path]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            let exited = DispatchSemaphore(value: 0)
+            process.terminationHandler = { _ in exited.signal() }
+            try process.run()
+            let pid = process.processIdentifier
+            DispatchQueue.global().asyncAfter(deadline: .now() + killAt) { kill(pid, SIGKILL) }
+            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                DispatchQueue.global().async { exited.wait(); done.resume() }
+            }
+            let finished = process.terminationReason == .exit && process.terminationStatus == 0
+            let data = FileManager.default.contents(atPath: path) ?? Data()
+            guard data.range(of: Data("mdat".utf8)) != nil else {
+                #expect(!finished, "run \(run): a finished recording without media")
+                noMedia += 1
+                continue
+            }
+            if finished { complete += 1 } else { partial += 1 }
+            let decode = try TestSupport.run("ffmpeg", ["-v", "error", "-i", path, "-f", "null", "-"])
+            #expect(decode.status == 0 && decode.stderr.isEmpty, "run \(run) (killed at \(killAt) s): \(decode.stderr)")
+            if gstreamer {
+                let gst = try TestSupport.run("gst-launch-1.0", ["-q", "filesrc", "location=\(path)", "!", "decodebin", "!", "fakesink"])
+                #expect(gst.status == 0, "run \(run): GStreamer: \(gst.stderr)")
+            }
+            let frames = try TestSupport.analyze(path).frameIndices.compactMap { $0 }
+            #expect(!frames.isEmpty && frames == Array(0..<frames.count), "run \(run): frames 0…\(frames.count - 1)")
+            if finished { #expect(frames.count == 180) }
+        }
+        print("50 kills over a \(String(format: "%.2f", runSeconds)) s run: \(noMedia) before any media, \(partial) mid-recording or mid-finish, \(complete) after the end")
+        #expect(partial > 0, "no kill landed while recording: the run is too short to say anything")
+    }
+
     /// Polls until the file holds a movie fragment (`moof`), or fails after 120 s. A recording that
     /// already finished (a loaded machine can starve this poll for its whole run) was defragmented:
     /// the caller then checks the complete file.

@@ -7,7 +7,8 @@ import Testing
 
 /// One contract, every driver (in the spirit of libcamera's lc-compliance): the device, session and
 /// output rules below are written once and run over the simulator, fixture replay, the V4L2 backend on
-/// a fake kernel (live, real-time frames) and the ALSA backend on a `file` PCM. The same rules run in
+/// a fake kernel (live, real-time frames), the ALSA backend on a `file` PCM and on a fake card
+/// (`FakeALSA`, endless stamped blocks; virtual pace and real time, which anchors PTS to its clock). The same rules run in
 /// the VM against vivid and snd-aloop through `CaptureDeviceTests` (ci/vm/device-tests).
 ///
 /// Rules a driver cannot meet, and why (listed in `DriverCase.exemptions`):
@@ -57,6 +58,12 @@ import Testing
         DriverCase(name: "fixture microphone", uniqueID: "fixture:\(fixture)#microphone", pace: .virtual, perSecond: 47_000) { DeviceRegistry(drivers: [FixtureDriver()]) },
         DriverCase(name: "V4L2 (fake kernel)", uniqueID: "/dev/video0", pace: .realtime, perSecond: 27) { DeviceRegistry(drivers: [V4L2Driver(system: FakeCamera.live())]) },
         DriverCase(name: "ALSA (file PCM)", uniqueID: "cktone", pace: .virtual, perSecond: 48_000) { DeviceRegistry(drivers: [ALSADriver(configuration: alsaConfiguration)]) },
+        DriverCase(name: "ALSA (fake card, virtual)", uniqueID: FakeALSA.pcmName, pace: .virtual, perSecond: 48_000) {
+            DeviceRegistry(drivers: [ALSADriver(system: FakeALSA.endless())])
+        },
+        DriverCase(name: "ALSA (fake card, real time)", uniqueID: FakeALSA.pcmName, pace: .realtime, perSecond: 48_000) {
+            DeviceRegistry(drivers: [ALSADriver(system: FakeALSA.endless())])
+        },
     ] + realDevices
 
     /// Inside ci/vm-run (CAPTUREKIT_IN_VM=1) the same rules also run on real kernel drivers: vivid's

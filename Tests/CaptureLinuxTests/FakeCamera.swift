@@ -21,6 +21,8 @@ final class FakeCamera: V4L2System, @unchecked Sendable {
         var frames: [Frame] = []
         var streaming = false
         var failStreamOn = false
+        /// The next DQBUF fails with this errno (once).
+        var failDequeue: Int32?
         var disconnected = false
         /// Live mode: an endless camera whose frame n ends at `start + (n + 1) × period` on
         /// CLOCK_MONOTONIC (set at STREAMON), like a real device, instead of the scripted `frames`.
@@ -65,6 +67,9 @@ final class FakeCamera: V4L2System, @unchecked Sendable {
     func disconnect() { state.withLock { $0.disconnected = true } }
 
     func deviceNodes() -> [String] { ["/dev/video0", "/dev/video1"] }
+
+    /// The fake's nodes exist until it is unplugged (the host has no /dev/video0).
+    func nodeExists(_ path: String) -> Bool { state.withLock { !$0.disconnected } && deviceNodes().contains(path) }
 
     func open(_ path: String) -> Int32 {
         state.withLock { s in
@@ -241,6 +246,10 @@ final class FakeCamera: V4L2System, @unchecked Sendable {
                 s.queued.removeAll()
                 return 0
             case V4L2Request.dequeueBuffer:
+                if let e = s.failDequeue {
+                    s.failDequeue = nil
+                    return e
+                }
                 if let live = s.live, s.streaming {
                     let end = live.startNs + Int64(live.next + 1) * live.periodNs
                     guard end <= FakeCamera.monotonicNanoseconds() else { return EAGAIN }

@@ -1,4 +1,5 @@
 import CaptureCore
+import Foundation
 import Synchronization
 import Testing
 @testable import CaptureV4L2
@@ -163,6 +164,23 @@ import Testing
         let again = try device.makeStream(StreamConfiguration(format: format, frameDuration: duration, pace: .realtime))
         try again.start(at: .zero)
         again.stop()
+    }
+
+    /// A DQBUF error on a node that is still there is a streaming failure, not an unplug (the
+    /// backend asks the seam whether the node exists, so the fake answers for its own nodes).
+    @Test func aDequeueErrorOnAPresentNodeIsAStreamingFailure() throws {
+        let fake = FakeCamera(frames: [.init(sequence: 0, timestampNs: 5_000 * Self.ms, fill: 1),
+                                       .init(sequence: 1, timestampNs: 5_033 * Self.ms, fill: 2)])
+        let device = try V4L2Driver(system: fake).openDevice(uniqueID: "/dev/video0")
+        let stream = try device.makeStream(StreamConfiguration(format: device.description.formats[0],
+                                                               frameDuration: MediaTime(value: 1, timescale: 30), pace: .realtime))
+        try stream.start(at: .zero)
+        #expect(try stream.nextSample() != nil)
+        fake.state.withLock { $0.failDequeue = EIO }
+        #expect(throws: CaptureError.deviceStartFailed(device: "/dev/video0", reason: "streaming failed: VIDIOC_DQBUF: Input/output error")) {
+            try stream.nextSample()
+        }
+        stream.stop()
     }
 
     @Test func unplugEndsTheStreamWithDisconnected() throws {
