@@ -63,34 +63,8 @@ import Testing
 
     /// 1 s recorded, 1 s paused, 1 s recorded (MovieFileOutput's pause cuts the span out).
     static func pausedRecording(_ dir: String) async throws -> Case {
-        let registry = CaptureKit.makeRegistry()
-        let session = CaptureSession(pace: .virtual)
-        try session.setSessionPreset(.vga640x480)
-        try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "sim:back")))
-        try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "sim:mic")))
-        let movie = MovieFileOutput()
-        var settings = MovieFileOutput.Settings()
-        settings.preset = .ultrafast
-        movie.settings = settings
-        movie.maxRecordedDuration = MediaTime(value: 2, timescale: 1)
-        try session.addOutput(movie)
-        final class Switcher: VideoDataOutputSampleBufferDelegate {
-            let movie: MovieFileOutput
-            init(_ movie: MovieFileOutput) { self.movie = movie }
-            func dataOutput(_ output: VideoDataOutput, didOutput sample: SampleBuffer, from connection: CaptureConnection) {
-                if sample.sequenceNumber == 29 { movie.pauseRecording() }
-                if sample.sequenceNumber == 59 { movie.resumeRecording() }
-            }
-        }
-        let data = VideoDataOutput()
-        try session.addOutput(data)
-        try session.startRunning()
-        defer { session.stopRunning() }
         let path = "\(dir)/paused.mp4"
-        let recording = Task { try await movie.record(to: path) }
-        while !movie.isRecording { try await Task.sleep(for: .milliseconds(1)) }
-        data.setSampleBufferDelegate(Switcher(movie), queue: DispatchQueue(label: "switch"))
-        _ = try await recording.value
+        _ = try await TestSupport.recordPausedSecond(to: path)
         return Case(name: "MP4 paused/resumed", file: path, frames: 60, duration: 2)
     }
 

@@ -81,36 +81,8 @@ import Testing
     }
 
     @Test func pauseCutsThePausedFramesOut() async throws {
-        let registry = CaptureKit.makeRegistry()
-        let session = CaptureSession(pace: .virtual)
-        try session.setSessionPreset(.vga640x480)
-        try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "sim:back")))
-        try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "sim:mic")))
-        let movie = MovieFileOutput()
-        var settings = MovieFileOutput.Settings()
-        settings.preset = .ultrafast
-        movie.settings = settings
-        movie.maxRecordedDuration = MediaTime(value: 2, timescale: 1)
-        try session.addOutput(movie)
-        // A data output that pauses the movie at frame 30 and resumes at frame 60 (1 s paused).
-        final class Switcher: VideoDataOutputSampleBufferDelegate {
-            let movie: MovieFileOutput
-            init(_ movie: MovieFileOutput) { self.movie = movie }
-            func dataOutput(_ output: VideoDataOutput, didOutput sample: SampleBuffer, from connection: CaptureConnection) {
-                if sample.sequenceNumber == 29 { movie.pauseRecording() }
-                if sample.sequenceNumber == 59 { movie.resumeRecording() }
-            }
-        }
-        let data = VideoDataOutput()
-        try session.addOutput(data)
-        try session.startRunning()
-        defer { session.stopRunning() }
         let path = try TestSupport.temporaryDirectory() + "/paused.mp4"
-        let recording = Task { try await movie.record(to: path) }
-        while !movie.isRecording { try await Task.sleep(for: .milliseconds(1)) }
-        // Only now does the data output consume, so the movie starts on frame 0. In virtual time the
-        // pump waits for each callback, so the switcher acts before the next frame is made.
-        data.setSampleBufferDelegate(Switcher(movie), queue: DispatchQueue(label: "switch"))
+        let recording = Task { try await TestSupport.recordPausedSecond(to: path) }
         let summary = try await recording.value
         #expect(summary.pausedDuration == 1.0)
         #expect(summary.videoFrames == 60)

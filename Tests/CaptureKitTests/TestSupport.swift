@@ -81,6 +81,41 @@ enum TestSupport {
         return try await output.record(to: path)
     }
 
+    /// Records 640x480 sim:back + sim:mic in virtual time for 2 s of file: frames 0…29, a pause from
+    /// frame 30 to 59 (a data output pauses the movie at frame 29 and resumes it at frame 59), then
+    /// frames 60…89. In virtual time the pump waits for each callback, so each switch acts before the
+    /// next frame is made.
+    static func recordPausedSecond(to path: String) async throws -> RecordingSummary {
+        let registry = CaptureKit.makeRegistry()
+        let session = CaptureSession(pace: .virtual)
+        try session.setSessionPreset(.vga640x480)
+        try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "sim:back")))
+        try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "sim:mic")))
+        let movie = MovieFileOutput()
+        var settings = MovieFileOutput.Settings()
+        settings.preset = .ultrafast
+        movie.settings = settings
+        movie.maxRecordedDuration = MediaTime(value: 2, timescale: 1)
+        try session.addOutput(movie)
+        final class Switcher: VideoDataOutputSampleBufferDelegate {
+            let movie: MovieFileOutput
+            init(_ movie: MovieFileOutput) { self.movie = movie }
+            func dataOutput(_ output: VideoDataOutput, didOutput sample: SampleBuffer, from connection: CaptureConnection) {
+                if sample.sequenceNumber == 29 { movie.pauseRecording() }
+                if sample.sequenceNumber == 59 { movie.resumeRecording() }
+            }
+        }
+        let data = VideoDataOutput()
+        try session.addOutput(data)
+        try session.startRunning()
+        defer { session.stopRunning() }
+        let recording = Task { try await movie.record(to: path) }
+        while !movie.isRecording { try await Task.sleep(for: .milliseconds(1)) }
+        // Only now does the data output consume, so the movie starts on frame 0.
+        data.setSampleBufferDelegate(Switcher(movie), queue: DispatchQueue(label: "switch"))
+        return try await recording.value
+    }
+
     /// Decodes a file and runs the marker analysis over every frame and all audio (mono mix of channel 0).
     static func analyze(_ path: String) throws -> RecordingReport {
         var analyzer = RecordingAnalyzer()
