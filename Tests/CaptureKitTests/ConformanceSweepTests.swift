@@ -108,7 +108,7 @@ import Testing
     }
 
     static func gstreamer(_ path: String, hasVideo: Bool) throws -> Reading {
-        let discover = try TestSupport.run("gst-discoverer-1.0", [path])
+        let discover = try TestSupport.runGStreamer("gst-discoverer-1.0", [path])
         var reading = Reading()
         // "Duration: 0:00:02.000000000"
         if let line = discover.stdout.split(separator: "\n").first(where: { $0.contains("Duration:") }) {
@@ -117,7 +117,7 @@ import Testing
         }
         if hasVideo {
             // Every decoded picture reaches the named video sink; -v prints one "chain" line per buffer.
-            let play = try TestSupport.run("gst-launch-1.0", ["-v", "playbin", "uri=file://\(path)",
+            let play = try TestSupport.runGStreamer("gst-launch-1.0", ["-v", "playbin", "uri=file://\(path)",
                                                               "video-sink=fakesink name=vsink sync=false silent=false",
                                                               "audio-sink=fakesink sync=false"])
             if play.status == 0 {

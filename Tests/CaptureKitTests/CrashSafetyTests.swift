@@ -99,7 +99,7 @@ import Testing
             let decode = try TestSupport.run("ffmpeg", ["-v", "error", "-i", path, "-f", "null", "-"])
             #expect(decode.status == 0 && decode.stderr.isEmpty, "run \(run): \(decode.stderr)")
             if gstreamer {
-                let gst = try TestSupport.run("gst-launch-1.0", ["-q", "filesrc", "location=\(path)", "!", "decodebin", "!", "fakesink"])
+                let gst = try TestSupport.runGStreamer("gst-launch-1.0", ["-q", "filesrc", "location=\(path)", "!", "decodebin", "!", "fakesink"])
                 #expect(gst.status == 0, "run \(run): GStreamer could not play the killed file: \(gst.stderr)")
             }
             let frames = try TestSupport.analyze(path).frameIndices.compactMap { $0 }
@@ -162,7 +162,7 @@ import Testing
             let decode = try TestSupport.run("ffmpeg", ["-v", "error", "-i", path, "-f", "null", "-"])
             #expect(decode.status == 0 && decode.stderr.isEmpty, "run \(run) (killed at \(killAt) s): \(decode.stderr)")
             if gstreamer {
-                let gst = try TestSupport.run("gst-launch-1.0", ["-q", "filesrc", "location=\(path)", "!", "decodebin", "!", "fakesink"])
+                let gst = try TestSupport.runGStreamer("gst-launch-1.0", ["-q", "filesrc", "location=\(path)", "!", "decodebin", "!", "fakesink"])
                 #expect(gst.status == 0, "run \(run): GStreamer: \(gst.stderr)")
             }
             let frames = try TestSupport.analyze(path).frameIndices.compactMap { $0 }

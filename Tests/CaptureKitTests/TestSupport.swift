@@ -37,6 +37,17 @@ enum TestSupport {
                           stderr: errData.withLock { String(decoding: $0, as: UTF8.self) })
     }
 
+    /// Runs a GStreamer tool with a time limit (coreutils `timeout`), once more if the limit is hit:
+    /// a gst-launch-1.0 was once seen asleep for ever on a file it plays in 0.1 s when run again, on
+    /// a machine loaded by parallel tests; a hang must be a retry and then a failure, never a stuck CI.
+    static func runGStreamer(_ tool: String, _ arguments: [String], seconds: Int = 60) throws -> ToolResult {
+        var result = try run("timeout", ["-k", "5", String(seconds), tool] + arguments)
+        if result.status == 124 || result.status == 137 {
+            result = try run("timeout", ["-k", "5", String(seconds), tool] + arguments)
+        }
+        return result
+    }
+
     /// ffprobe's view of a file's streams (with frames counted by decoding).
     static func probeStreams(_ path: String) throws -> [[String: Any]] {
         let result = try run("ffprobe", ["-v", "error", "-count_frames", "-show_streams", "-of", "json", path])
