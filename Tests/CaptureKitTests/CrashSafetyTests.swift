@@ -79,20 +79,8 @@ import Testing
                 let text = String(decoding: handle.availableData, as: UTF8.self)
                 if text.contains("first sample") { started.withLock { $0 = $0 ?? (HostClock.now() - launch).seconds } }
             }
-            let exited = DispatchSemaphore(value: 0)
-            process.terminationHandler = { _ in exited.signal() }
-            try process.run()
-            // The kill is timed on a Dispatch timer, not on a Task.sleep: Swift concurrency's pool is
-            // shared with every other test and can wake a sleeper many seconds late under load.
             let killedAt = Mutex<Double>(0)
-            let pid = process.processIdentifier
-            DispatchQueue.global().asyncAfter(deadline: .now() + killAt) {
-                killedAt.withLock { $0 = (HostClock.now() - launch).seconds }
-                kill(pid, SIGKILL)
-            }
-            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-                DispatchQueue.global().async { exited.wait(); done.resume() }
-            }
+            try await Self.run(process, killAfter: killAt) { killedAt.withLock { $0 = (HostClock.now() - launch).seconds } }
             stderr.fileHandleForReading.readabilityHandler = nil
             let startLatency = try #require(started.withLock { $0 }, "run \(run): no first sample within \(killedAt.withLock { $0 }) s of launch")
 
@@ -143,14 +131,7 @@ import Testing
             process.arguments = arguments + [path]
             process.standardOutput = FileHandle.nullDevice
             process.standardError = FileHandle.nullDevice
-            let exited = DispatchSemaphore(value: 0)
-            process.terminationHandler = { _ in exited.signal() }
-            try process.run()
-            let pid = process.processIdentifier
-            DispatchQueue.global().asyncAfter(deadline: .now() + killAt) { kill(pid, SIGKILL) }
-            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-                DispatchQueue.global().async { exited.wait(); done.resume() }
-            }
+            try await Self.run(process, killAfter: killAt) {}
             let finished = process.terminationReason == .exit && process.terminationStatus == 0
             let data = FileManager.default.contents(atPath: path) ?? Data()
             guard data.range(of: Data("mdat".utf8)) != nil else {
@@ -171,6 +152,29 @@ import Testing
         }
         print("50 kills over a \(String(format: "%.2f", runSeconds)) s run: \(noMedia) before any media, \(partial) mid-recording or mid-finish, \(complete) after the end")
         #expect(partial > 0, "no kill landed while recording: the run is too short to say anything")
+    }
+
+    /// Runs `process` and sends it SIGKILL `seconds` after the launch, returning once it has exited.
+    /// The kill is timed on a Dispatch timer, not a `Task.sleep` (Swift concurrency's pool is shared
+    /// with every other test and woke a sleeper 100 s late under load), and the exit is awaited
+    /// through the termination handler, never by blocking a Dispatch worker: two blocked workers
+    /// starved the global queue Foundation needs to report the exit, and three tests hung.
+    static func run(_ process: Process, killAfter seconds: Double, onKill: @escaping @Sendable () -> Void) async throws {
+        try await withCheckedThrowingContinuation { (done: CheckedContinuation<Void, any Error>) in
+            process.terminationHandler = { _ in done.resume() }
+            do {
+                try process.run()
+            } catch {
+                process.terminationHandler = nil
+                done.resume(throwing: error)
+                return
+            }
+            let pid = process.processIdentifier
+            DispatchQueue.global().asyncAfter(deadline: .now() + seconds) {
+                onKill()
+                kill(pid, SIGKILL)
+            }
+        }
     }
 
     /// Polls until the file holds a movie fragment (`moof`), or fails after 120 s. A recording that
