@@ -1,6 +1,5 @@
 import CCaptureShims
 import CaptureCore
-import Synchronization
 
 /// The per-pixel parts of the simulated camera: separable box blur (defocus) and tiled seeded
 /// noise, whose loops are small C functions in CCaptureShims that clang vectorises, and the
@@ -88,7 +87,7 @@ enum CameraImaging {
     }()
 
     /// The noise tile scaled to one sigma (code-value deltas), kept for the last sigma asked for.
-    private static let scaledTile = Mutex<(sigma: Double, deltas: [Int16])?>(nil)
+    private static let scaledTile = Locked<(sigma: Double, deltas: [Int16])?>(nil)
 
     static func deltas(sigma: Double) -> [Int16] {
         scaledTile.withLock { cached in

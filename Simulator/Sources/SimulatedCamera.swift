@@ -1,11 +1,10 @@
 import CaptureCore
 import Foundation
-import Synchronization
 
 /// An opened simulated camera: its controls (as data), the auto controllers and the camera model
 /// that turns them into `CameraEffects` for each frame.
 ///
-/// State lives in one `Mutex`. A stream takes a snapshot per frame (`beginFrame`), renders with it,
+/// State lives in one lock (`Locked`). A stream takes a snapshot per frame (`beginFrame`), renders with it,
 /// and feeds the frame's statistics back (`endFrame`): auto exposure, autofocus and auto white
 /// balance are controllers stepped once per frame, so they are deterministic functions of the
 /// frame sequence (no wall clock). Exposure is E = duration × ISO ("ISO-seconds"): at scene
@@ -17,11 +16,11 @@ final class SimulatedCamera: ControlReportingDevice {
     let scenario: SimulatorScenario
     let compressor: (any FrameCompressor)?
     let controls: [ControlDescription]
-    private let state: Mutex<State>
-    /// The report handler, boxed: returning a bare closure out of `Mutex.withLock` leaked a 32-byte
+    private let state: Locked<State>
+    /// The report handler, boxed: returning a bare closure out of `Mutex.withLock` (before `Locked` replaced it) leaked a 32-byte
     /// context per call on this toolchain (two per frame; found by ci/soak + heaptrack: 115 kB a
     /// minute of video), a class reference does not.
-    private let handler = Mutex<ReportHandler?>(nil)
+    private let handler = Locked<ReportHandler?>(nil)
 
     private final class ReportHandler: Sendable {
         let call: @Sendable (ControlReport) -> Void
@@ -113,7 +112,7 @@ final class SimulatedCamera: ControlReportingDevice {
         let live = Live(lens: focus, exposure: duration * iso, duration: duration, iso: iso,
                         aeAdjusting: [.autoExpose, .continuousAutoExposure].contains(capabilities.defaultExposureMode),
                         awbAdjusting: [.autoWhiteBalance, .continuousAutoWhiteBalance].contains(capabilities.defaultWhiteBalanceMode))
-        state = Mutex(State(settings: settings, live: live))
+        state = Locked(State(settings: settings, live: live))
         controls = Self.describeControls(profile: profile, capabilities: capabilities, settings: settings)
     }
 

@@ -1,5 +1,4 @@
 import CaptureCore
-import Synchronization
 
 /// The simulator backend: synthetic cameras and microphones described by profiles, on a
 /// virtual or real-time clock. Everything they produce is a function of (profile, seed, index,
@@ -101,11 +100,11 @@ public final class SimulatorScenario: Sendable {
         var handlers: [@Sendable (String, Bool) -> Void] = []
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     /// Starts authorized for video and audio (as a machine where the user already said yes).
     public init(authorization: AuthorizationStatus = .authorized) {
-        state = Mutex(State(status: [.video: authorization, .audio: authorization]))
+        state = Locked(State(status: [.video: authorization, .audio: authorization]))
     }
 
     public func authorizationStatus(for mediaType: MediaType) -> AuthorizationStatus {
@@ -242,11 +241,11 @@ final class SimulatedVideoStream: DriverStream {
     private let configuration: StreamConfiguration
     private let pool: PixelBufferPool
     private let stopSignal = StopSignal()
-    private let state = Mutex<(next: Int64, offset: MediaTime, previous: MediaTime?, anchor: MediaTime)>((0, .zero, nil, .zero))
+    private let state = Locked<(next: Int64, offset: MediaTime, previous: MediaTime?, anchor: MediaTime)>((0, .zero, nil, .zero))
     private let format: FormatDescription
     /// MJPEG: frames are rendered into `scratch` (I420) and compressed into the pool's buffers.
     private let compression: (compressor: any FrameCompressor, scratch: PixelBuffer)?
-    private let faults = Mutex<SimulatorScenario.VideoFaults?>(nil)
+    private let faults = Locked<SimulatorScenario.VideoFaults?>(nil)
 
     init(camera: SimulatedCamera, renderer: SyntheticFrameRenderer, configuration: StreamConfiguration,
          compressor: (any FrameCompressor)? = nil) {
@@ -355,7 +354,7 @@ final class SimulatedAudioStream: DriverStream {
     private let uniqueID: String
     private let scenario: SimulatorScenario
     private let stopSignal = StopSignal()
-    private let state = Mutex<(next: Int64, anchor: MediaTime)>((0, .zero))
+    private let state = Locked<(next: Int64, anchor: MediaTime)>((0, .zero))
 
     init(format: AudioStreamFormat, generator: ToneGenerator, framesPerBuffer: Int, pace: CapturePace,
          uniqueID: String, scenario: SimulatorScenario) {

@@ -1,6 +1,5 @@
 import CaptureCore
 import Foundation
-import Synchronization
 
 /// What the simulated camera does to the scene in one frame. `neutral` renders the scene's
 /// reflectances as they are.
@@ -86,7 +85,7 @@ public final class SyntheticFrameRenderer: Sendable {
     public let greyCard: PixelRect
     /// The textured (checkerboard) band.
     public let texturedBand: PixelRect
-    private let cache = Mutex<BackgroundCache?>(nil)
+    private let cache = Locked<BackgroundCache?>(nil)
 
     struct YCbCr: Sendable, Hashable { var y: UInt8, cb: UInt8, cr: UInt8 }
     struct LinearColor: Sendable { var r: Double, g: Double, b: Double }

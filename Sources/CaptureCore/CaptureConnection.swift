@@ -1,4 +1,3 @@
-import Synchronization
 
 /// The legacy orientation enum (AVCaptureVideoOrientation), mapped onto rotation angles.
 public enum VideoOrientation: String, Sendable, Hashable, CaseIterable {
@@ -29,7 +28,7 @@ public final class CaptureConnection: Sendable {
     public let input: CaptureDeviceInput
     public let output: any CaptureOutput
     public let mediaType: MediaType
-    private let settings = Mutex(Settings())
+    private let settings = Locked(Settings())
 
     struct Settings {
         var isEnabled = true
@@ -130,7 +129,7 @@ public final class OutputAttachment: Sendable {
         var preset: SessionPreset = .high
         var isRunning = false
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     public init() {}
 

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// Who holds a device's configuration lock.
 ///
@@ -31,7 +30,7 @@ public final class CaptureDeviceClient: Sendable, CustomStringConvertible {
 ///
 /// (Over 500 lines, on purpose: this is AVCaptureDevice's whole surface — lock, formats, focus,
 /// exposure, white balance, torch, zoom — and every member reads and writes the one private `state`
-/// under the one `Mutex`; split across files that state would have to become visible module-wide.
+/// under the one lock (`Locked`); split across files that state would have to become visible module-wide.
 /// The registry and the observer list live in their own files.)
 public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
     public let uniqueID: String
@@ -43,7 +42,7 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
     public let formats: [DeviceFormat]
 
     private let driver: any CaptureDriver
-    private let state: Mutex<State>
+    private let state: Locked<State>
     private let observers = ControlObservers()
     private let subjectAreaEvents = EventBroadcaster<MediaTime>()
     /// Completion handlers run here, one at a time, in the order they were registered.
@@ -79,7 +78,7 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
         let index = min(max(description.defaultFormatIndex, 0), max(description.formats.count - 1, 0))
         let duration = description.formats.isEmpty ? MediaTime.invalid
             : (description.formats[index].defaultFrameDuration ?? .invalid)
-        state = Mutex(State(activeFormatIndex: index, activeVideoMinFrameDuration: duration, activeVideoMaxFrameDuration: duration))
+        state = Locked(State(activeFormatIndex: index, activeVideoMinFrameDuration: duration, activeVideoMaxFrameDuration: duration))
     }
 
     public static func == (lhs: CaptureDevice, rhs: CaptureDevice) -> Bool { lhs === rhs }
@@ -104,7 +103,7 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
     /// Who holds each device's configuration lock, process-wide and by unique ID, so every device
     /// object for one device (from any registry or session) shares one lock.
     private struct LockEntry { var owner: CaptureDeviceClient; var depth: Int }
-    private static let locks = Mutex<[String: LockEntry]>([:])
+    private static let locks = Locked<[String: LockEntry]>([:])
 
     private var lockOwner: CaptureDeviceClient? { Self.locks.withLock { $0[uniqueID]?.owner } }
 

@@ -2,7 +2,6 @@
 // manual stepping all read and write the one private `state` under one lock and signal one
 // condition (`wake`); split across files those would have to become visible module-wide.
 import Foundation
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -31,14 +30,14 @@ public enum SessionEvent: Sendable {
 ///   1080p30. Set `inputPriority` first, or change the device's format after adding it, to choose.
 public final class CaptureSession: Sendable {
     public let pace: CapturePace
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let events = EventBroadcaster<SessionEvent>()
     /// Wakes the virtual-time pump when demand or the stream set changes, or the session stops.
     private let wake = NSConditionBox()
     /// Serialises starting, stopping and interruptions, each of which may take a while (streams
     /// start, pumps are joined): a stop never interleaves with a start. Pump threads never take it.
     private let transitions = NSLock()
-    private let availabilityToken = Mutex<Int?>(nil)
+    private let availabilityToken = Locked<Int?>(nil)
 
     struct State {
         var inputs: [CaptureDeviceInput] = []
@@ -637,7 +636,7 @@ public final class CaptureSession: Sendable {
 /// (Separate registries make separate device objects: two simulators do not share devices.)
 final class DeviceUsage: Sendable {
     static let shared = DeviceUsage()
-    private let owners = Mutex<[ObjectIdentifier: ObjectIdentifier]>([:])
+    private let owners = Locked<[ObjectIdentifier: ObjectIdentifier]>([:])
 
     func claim(_ device: CaptureDevice, by session: CaptureSession) throws(CaptureError) {
         let me = ObjectIdentifier(session), key = ObjectIdentifier(device)

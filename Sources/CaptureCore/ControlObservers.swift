@@ -2,7 +2,7 @@ import Synchronization
 
 /// Per-control subscribers of `CaptureDevice.observe(_:)`.
 final class ControlObservers: Sendable {
-    private let subscribers = Mutex<[Int: (ControlID, AsyncStream<TimedControlValue>.Continuation)]>([:])
+    private let subscribers = Locked<[Int: (ControlID, AsyncStream<TimedControlValue>.Continuation)]>([:])
     private let nextID = Atomic<Int>(0)
 
     func subscribe(_ control: ControlID) -> AsyncStream<TimedControlValue> {

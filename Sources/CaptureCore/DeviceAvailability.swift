@@ -20,9 +20,9 @@ public final class DeviceAvailability: Sendable {
         case available(CaptureDevice)
     }
 
-    private let unavailable = Mutex<[ObjectIdentifier: InterruptionReason]>([:])
+    private let unavailable = Locked<[ObjectIdentifier: InterruptionReason]>([:])
     private let changes = EventBroadcaster<Change>()
-    private let observers = Mutex<[Int: @Sendable (Change) -> Void]>([:])
+    private let observers = Locked<[Int: @Sendable (Change) -> Void]>([:])
     private let nextObserver = Atomic<Int>(0)
 
     public init() {}

@@ -1,14 +1,13 @@
 import Foundation
-import Synchronization
 
 /// Finds devices across the registered drivers (AVCaptureDevice.DiscoverySession's engine) and
 /// keeps one device object per connected device; hot-plug drivers' adds and removes become
 /// `DeviceEvent`s.
 public final class DeviceRegistry: Sendable {
     public let drivers: [any CaptureDriver]
-    private let known = Mutex<[String: CaptureDevice]>([:])
+    private let known = Locked<[String: CaptureDevice]>([:])
     private let events = EventBroadcaster<DeviceEvent>()
-    private let observers = Mutex<(next: Int, handlers: [Int: @Sendable (DeviceEvent) -> Void])>((0, [:]))
+    private let observers = Locked<(next: Int, handlers: [Int: @Sendable (DeviceEvent) -> Void])>((0, [:]))
 
     public init(drivers: [any CaptureDriver]) {
         self.drivers = drivers

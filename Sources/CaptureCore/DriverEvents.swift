@@ -1,4 +1,3 @@
-import Synchronization
 
 /// Why a device lost samples.
 public enum SampleDropReason: String, Sendable, Hashable, CustomStringConvertible {
@@ -35,8 +34,8 @@ public final class DeviceEventCenter: Sendable {
     public static let shared = DeviceEventCenter()
 
     private let broadcaster = EventBroadcaster<DriverEvent>()
-    private let totals = Mutex<[String: [SampleDropReason: Int]]>([:])
-    private let disconnectedIDs = Mutex<Set<String>>([])
+    private let totals = Locked<[String: [SampleDropReason: Int]]>([:])
+    private let disconnectedIDs = Locked<Set<String>>([])
 
     public init() {}
 

@@ -2,7 +2,7 @@ import Synchronization
 
 /// Fans events out to any number of AsyncStream subscribers (notifications as AsyncSequence).
 public final class EventBroadcaster<Event: Sendable>: Sendable {
-    private let continuations = Mutex<[Int: AsyncStream<Event>.Continuation]>([:])
+    private let continuations = Locked<[Int: AsyncStream<Event>.Continuation]>([:])
     private let nextID = Atomic<Int>(0)
 
     public init() {}

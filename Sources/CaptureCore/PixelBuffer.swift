@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// One frame's pixels in planes with strides, backed by memory drawn from a `PixelBufferPool`.
 ///
@@ -125,7 +124,7 @@ public final class PixelBufferPool: Sendable {
     /// At most this many buffers may be outstanding at once (nil = unbounded).
     public let maximumBufferCount: Int?
     private let byteCount: Int
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// Signalled when a buffer of a bounded pool returns (or `wakeWaiters` is called), for
     /// `waitForBuffer`; it guards no state of its own.
     private let returned = NSCondition()

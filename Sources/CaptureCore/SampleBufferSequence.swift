@@ -73,7 +73,7 @@ public struct SampleBufferSequence: AsyncSequence, Sendable {
 /// The live AsyncSequence readers of one output: hands out sequences and forgets them when their
 /// reader goes away. Shared by the data outputs.
 public final class SampleBufferFeeds: Sendable {
-    private let state = Mutex<(next: Int, feeds: [Int: SampleBufferSequence.Feed])>((0, [:]))
+    private let state = Locked<(next: Int, feeds: [Int: SampleBufferSequence.Feed])>((0, [:]))
 
     public init() {}
 

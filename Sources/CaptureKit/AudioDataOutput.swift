@@ -1,6 +1,5 @@
 import CaptureCore
 import Dispatch
-import Synchronization
 
 /// Receives audio from an audio data output (AVCaptureAudioDataOutputSampleBufferDelegate).
 public protocol AudioDataOutputSampleBufferDelegate: AnyObject, Sendable {
@@ -20,7 +19,7 @@ extension AudioDataOutputSampleBufferDelegate {
 /// Audio is never discarded for lateness: buffers queue on the delegate's queue in order.
 public final class AudioDataOutput: CaptureOutput {
     public let attachment = OutputAttachment()
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let feeds = SampleBufferFeeds()
 
     private struct State {

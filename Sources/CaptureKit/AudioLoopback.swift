@@ -1,13 +1,12 @@
 import CaptureCore
 import Foundation
-import Synchronization
 
 /// A simulated loudspeaker: it keeps every sample played to it (so tests can assert on them) on
 /// a timeline in its own sample clock, and a loopback microphone (`LoopbackDriver`) hears it.
 public final class SimulatedSpeaker: Sendable {
     /// The speaker's format: interleaved float32.
     public let format: AudioStreamFormat
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let changed = NSCondition()
 
     struct State {
@@ -120,7 +119,7 @@ final class LoopbackStream: DriverStream {
     private let framesPerBuffer: Int
     private let pace: CapturePace
     private let stopSignal = StopSignal()
-    private let state = Mutex<(next: Int, anchor: MediaTime)>((0, .zero))
+    private let state = Locked<(next: Int, anchor: MediaTime)>((0, .zero))
 
     init(speaker: SimulatedSpeaker, framesPerBuffer: Int, pace: CapturePace) {
         self.speaker = speaker

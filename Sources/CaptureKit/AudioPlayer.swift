@@ -2,7 +2,6 @@ import CaptureCore
 import CaptureMedia
 import Dispatch
 import Foundation
-import Synchronization
 
 /// Told when an `AudioPlayer` reaches the end of its last loop (AVAudioPlayerDelegate).
 public protocol AudioPlayerDelegate: AnyObject, Sendable {
@@ -21,8 +20,8 @@ public final class AudioPlayer: Sendable {
     public let fileFormat: AudioStreamFormat
     public let duration: TimeInterval
     private let samples: [Float]
-    private let state = Mutex(State())
-    private let meter = Mutex(AudioLevelMeter())
+    private let state = Locked(State())
+    private let meter = Locked(AudioLevelMeter())
     private let queue = DispatchQueue(label: "CaptureKit.AudioPlayer")
 
     struct State {

@@ -2,7 +2,6 @@ import CaptureCore
 import CaptureMedia
 import Dispatch
 import Foundation
-import Synchronization
 
 /// Told when an `AudioRecorder` finishes (AVAudioRecorderDelegate); not called on interruption.
 public protocol AudioRecorderDelegate: AnyObject, Sendable {
@@ -147,14 +146,14 @@ public final class AudioRecorder: Sendable {
 
 /// The recorder's capture output: writes audio while recording, meters it, stops at the limit.
 final class RecorderOutput: CaptureOutput, @unchecked Sendable {
-    // Mutable state lives in `state`/`meter` (Mutex); the closures and weak refs below are set
+    // Mutable state lives in `state`/`meter` (Locked); the closures and weak refs below are set
     // once before the session starts and read under `state`'s lock afterwards.
     let attachment = OutputAttachment()
     let path: String
     let fileType: MediaFileType
     let encoder: AudioEncoderSettings
-    let meter = Mutex(AudioLevelMeter())
-    private let state = Mutex(State())
+    let meter = Locked(AudioLevelMeter())
+    private let state = Locked(State())
     var stopSession: (@Sendable () -> Void)? {
         get { state.withLock { $0.stopSession } }
         set { state.withLock { $0.stopSession = newValue } }

@@ -1,5 +1,5 @@
+import CaptureCore
 import Foundation
-import Synchronization
 
 /// Recorded fixtures as devices. `fixture:PATH` is the fixture's first device (its camera, or its
 /// only microphone); `fixture:PATH#microphone` / `#camera` / `#N` pick one by role or index;
@@ -96,9 +96,9 @@ final class FixtureEntry: Sendable {
 
 /// Fixtures read so far (by path) and the IDs discovery lists.
 final class FixtureCatalog: Sendable {
-    private let state: Mutex<(ids: [String], files: [String: FixtureContents])>
+    private let state: Locked<(ids: [String], files: [String: FixtureContents])>
 
-    init(listed: [String]) { state = Mutex((listed, [:])) }
+    init(listed: [String]) { state = Locked((listed, [:])) }
 
     var knownIDs: [String] { state.withLock { $0.ids } }
 
@@ -134,14 +134,14 @@ final class FixtureCatalog: Sendable {
 /// An opened fixture device.
 final class FixtureReplayDevice: DriverDevice {
     let entry: FixtureEntry
-    private let values: Mutex<[ControlID: ControlValue]>
+    private let values: Locked<[ControlID: ControlValue]>
 
     init(entry: FixtureEntry) {
         self.entry = entry
         var initial: [ControlID: ControlValue] = [:]
         for control in entry.recorded.controls { initial[control.id] = control.defaultValue }
         initial.merge(entry.recorded.controlValues) { $1 }
-        values = Mutex(initial)
+        values = Locked(initial)
     }
 
     var description: DeviceDescription { entry.description }
@@ -199,7 +199,7 @@ final class FixtureReplayStream: DriverStream {
     private let stopSignal = StopSignal()
     private let pool: PixelBufferPool?
     /// Next index, completed laps, anchor (replay time of the recording's origin), next control change.
-    private let state = Mutex<(next: Int, lap: Int64, anchor: MediaTime, change: Int)>((0, 0, .zero, 0))
+    private let state = Locked<(next: Int, lap: Int64, anchor: MediaTime, change: Int)>((0, 0, .zero, 0))
 
     init(device: FixtureReplayDevice, pace: CapturePace) {
         self.device = device

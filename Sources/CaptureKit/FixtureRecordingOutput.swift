@@ -1,5 +1,5 @@
+import CaptureCore
 import Foundation
-import Synchronization
 
 /// Records what the session's devices deliver into a fixture (layout: `FixtureFormat`): each
 /// connected device's profile, every buffer as delivered with its PTS, sequence number and the
@@ -32,11 +32,11 @@ public final class FixtureRecordingOutput: CaptureOutput {
     }
 
     public let attachment = OutputAttachment()
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// Real-time pace: where buffers copied on the device's thread are written, in order.
     private let writerQueue = DispatchQueue(label: "CaptureKit.FixtureRecordingOutput.writer")
     /// The first failure of a queued write; the recording ends with it.
-    private let writeFailure = Mutex<CaptureError?>(nil)
+    private let writeFailure = Locked<CaptureError?>(nil)
 
     public init() {}
 

@@ -6,7 +6,6 @@ import CaptureCore
 import CaptureMedia
 import Dispatch
 import Foundation
-import Synchronization
 
 /// Receives the life cycle of a recording (AVCaptureFileOutputRecordingDelegate).
 /// Callbacks arrive on the output's delegate queue, never on a capture thread.
@@ -126,16 +125,16 @@ public final class MovieFileOutput: CaptureOutput {
     /// queues frames (in memory) instead of making the device drop them. Virtual pace encodes on
     /// the delivery thread: the session simply waits, and the result is deterministic.
     private let writerQueue = DispatchQueue(label: "CaptureKit.MovieFileOutput.writer")
-    private let queueDepth = Mutex((current: 0, highWater: 0))
+    private let queueDepth = Locked((current: 0, highWater: 0))
     /// What the app and the device thread see: the phase, pause requests, settings, limits and
     /// the progress published after each write. Held only for short decisions, never while
     /// encoding, so the real-time `receive` on the device's thread never waits for the encoder.
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// The file being written (the `MovieWriter` and its timeline). Taken only where samples are
     /// written: the writer queue in real time, the delivery thread in virtual pace, and `end` (which
     /// runs on the writer queue in real time). Lock order: `writing`, then `state`.
-    private let writing = Mutex(Writing())
-    private let encodeDelay = Mutex(Duration.zero)
+    private let writing = Locked(Writing())
+    private let encodeDelay = Locked(Duration.zero)
 
     private struct Request {
         let path: String
@@ -411,7 +410,7 @@ public final class MovieFileOutput: CaptureOutput {
 
     /// Frames that may wait in the writer queue still holding the device's buffer.
     static let zeroCopyQueueDepth = 2
-    private let overflowPool = Mutex<PixelBufferPool?>(nil)
+    private let overflowPool = Locked<PixelBufferPool?>(nil)
 
     private func overflowCopy(of sample: SampleBuffer) -> SampleBuffer {
         guard let pixels = sample.pixelBuffer, pixels.pool != nil else { return sample }
@@ -856,11 +855,11 @@ public final class MovieFileOutput: CaptureOutput {
 
 /// Bridges the delegate callbacks to `record(to:)`'s continuation.
 private final class ContinuationDelegate: CaptureFileOutputRecordingDelegate {
-    private let continuation: Mutex<CheckedContinuation<Result<RecordingSummary, CaptureError>, Never>?>
+    private let continuation: Locked<CheckedContinuation<Result<RecordingSummary, CaptureError>, Never>?>
     private let onStart: (@Sendable () -> Void)?
 
     init(_ continuation: CheckedContinuation<Result<RecordingSummary, CaptureError>, Never>, onStart: (@Sendable () -> Void)?) {
-        self.continuation = Mutex(continuation)
+        self.continuation = Locked(continuation)
         self.onStart = onStart
     }
 

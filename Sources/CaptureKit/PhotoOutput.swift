@@ -90,8 +90,8 @@ extension PhotoCaptureDelegate {
 public final class PhotoOutput: CaptureOutput {
     public let attachment = OutputAttachment()
     private let delegateQueue = DispatchQueue(label: "CaptureKit.PhotoOutput.delegate")
-    private let state = Mutex(State())
-    private let codec = Mutex<JPEGCodec?>(nil)
+    private let state = Locked(State())
+    private let codec = Locked<JPEGCodec?>(nil)
 
     struct Pending: Sendable {
         let settings: PhotoSettings

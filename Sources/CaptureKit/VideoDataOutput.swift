@@ -1,7 +1,6 @@
 import CaptureCore
 import CaptureMedia
 import Dispatch
-import Synchronization
 
 /// Receives frames from a video data output (AVCaptureVideoDataOutputSampleBufferDelegate).
 /// Callbacks run on the queue given with the delegate, one at a time.
@@ -40,9 +39,9 @@ public final class VideoDataOutput: CaptureOutput {
     }
 
     public let attachment = OutputAttachment()
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let feeds = SampleBufferFeeds()
-    private let transformer = Mutex(FrameTransformer())
+    private let transformer = Locked(FrameTransformer())
 
     private struct State {
         var settings = VideoSettings()

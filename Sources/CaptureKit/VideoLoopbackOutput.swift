@@ -1,6 +1,5 @@
 import CaptureCore
 import CaptureV4L2
-import Synchronization
 
 /// A capture output that writes every video frame it receives to a `V4L2LoopbackSink`, so a
 /// session's camera — typically a simulated one, stamp and sync markers included — appears to
@@ -31,7 +30,7 @@ public final class VideoLoopbackOutput: CaptureOutput {
 
     public let attachment = OutputAttachment()
     public let sink: V4L2LoopbackSink
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     private struct State {
         var statistics = Statistics()

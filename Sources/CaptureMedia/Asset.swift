@@ -1,7 +1,6 @@
 import CFFmpeg
 import CaptureCore
 import Foundation
-import Synchronization
 
 /// One track of a media file (AVAssetTrack).
 public struct AssetTrack: Sendable, Hashable {
@@ -203,8 +202,8 @@ public final class ImageGenerator: Sendable {
     }
 
     public let asset: Asset
-    private let settings = Mutex(Settings())
-    private let engine: Mutex<SeekingDecoder?>
+    private let settings = Locked(Settings())
+    private let engine: Locked<SeekingDecoder?>
 
     struct Settings {
         var maximumSize: Dimensions?
@@ -218,7 +217,7 @@ public final class ImageGenerator: Sendable {
             throw .invalidArgument("\(asset.path) has no video track")
         }
         self.asset = asset
-        engine = Mutex(try SeekingDecoder(path: asset.path, trackID: track.trackID))
+        engine = Locked(try SeekingDecoder(path: asset.path, trackID: track.trackID))
     }
 
     /// Images are scaled down (aspect kept) to fit this size; nil = the natural size.

@@ -3,7 +3,6 @@
 import CaptureCore
 import Dispatch
 import Foundation
-import Synchronization
 
 /// Writes media samples to a file through inputs with their own output settings (AVAssetWriter).
 ///
@@ -19,7 +18,7 @@ public final class AssetWriter: Sendable {
     public let path: String
     public let fileType: MediaFileType
     let queue = DispatchQueue(label: "CaptureKit.AssetWriter")
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let engine: WriterEngine
 
     struct State {
@@ -239,7 +238,7 @@ public final class AssetWriterInput: Sendable {
     public let outputSettings: OutputSettings?
     let videoSettings: VideoOutputSettings?
     let audioSettings: AudioOutputSettings?
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     struct State {
         weak var writer: AssetWriter?

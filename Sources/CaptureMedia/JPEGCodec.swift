@@ -1,6 +1,5 @@
 import CTurboJPEG
 import CaptureCore
-import Synchronization
 
 /// JPEG through libturbojpeg: compression straight from YUV planes (no RGB detour) and decoding.
 /// A handle is confined to one thread at a time.
@@ -98,7 +97,7 @@ public final class JPEGCodec: @unchecked Sendable {
 public final class JPEGFrameCompressor: FrameCompressor {
     /// JPEG quality 0…1 (0.9 keeps the frame stamp and flat colours clean).
     public let quality: Double
-    private let idle = Mutex<[JPEGCodec]>([])
+    private let idle = Locked<[JPEGCodec]>([])
 
     public init(quality: Double = 0.9) {
         self.quality = quality

@@ -1,7 +1,6 @@
 import CaptureCore
 import CV4L2
 import Foundation
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -91,7 +90,7 @@ final class V4L2Node: @unchecked Sendable {
 final class V4L2Device: DriverDevice {
     let node: V4L2Node
     let mappings: [V4L2ControlMapping]
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     struct State {
         var disconnected = false

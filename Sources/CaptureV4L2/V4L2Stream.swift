@@ -2,7 +2,6 @@ import CaptureCore
 import CaptureMedia
 import CV4L2
 import Foundation
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -18,7 +18,7 @@ import Synchronization
 /// Waits for a movie output's finish on a semaphore (the bench is synchronous).
 final class FinishSignal: CaptureFileOutputRecordingDelegate {
     let done = DispatchSemaphore(value: 0)
-    let started = Mutex<Double?>(nil)
+    let started = Locked<Double?>(nil)
     func fileOutput(_ output: MovieFileOutput, didStartRecordingTo path: String, from connections: [CaptureConnection]) {
         started.withLock { $0 = now() }
     }
@@ -35,7 +35,7 @@ final class Sink: VideoDataOutputSampleBufferDelegate {
 
 /// Keeps a copy of every frame a session delivers (the encoder floor's input).
 final class FrameCollector: VideoDataOutputSampleBufferDelegate {
-    let frames = Mutex<[PixelBuffer]>([])
+    let frames = Locked<[PixelBuffer]>([])
     func dataOutput(_ output: VideoDataOutput, didOutput sample: SampleBuffer, from connection: CaptureConnection) {
         guard let pixels = sample.pixelBuffer else { return }
         let copy = PixelBuffer(format: pixels.format, width: pixels.width, height: pixels.height)

@@ -49,7 +49,7 @@ final class Ticker: VideoDataOutputSampleBufferDelegate, Sendable {
     let photos = PhotoSink()
     let frames = Atomic<Int>(0)
     let files = Atomic<Int>(0)
-    let samples = Mutex<[Sample]>([])
+    let samples = Locked<[Sample]>([])
     let lastMinute = Atomic<Int>(0)
     let minuteDone: @Sendable (Int) -> Void
 
@@ -127,7 +127,7 @@ let recorder = Thread {
     while ticker.lastMinute.load(ordering: .relaxed) < minutes, !CommandLine.arguments.contains("--no-movie") {
         let path = "\(dir)/soak\(String(format: "%03d", index)).mp4"
         let done = DispatchSemaphore(value: 0)
-        let failure = Mutex<String?>(nil)
+        let failure = Locked<String?>(nil)
         Task {
             do {
                 _ = try await movie.record(to: path)

@@ -1,7 +1,6 @@
 import ArgumentParser
 import CaptureKit
 import Foundation
-import Synchronization
 
 struct FixtureCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -143,7 +142,7 @@ private final class MovieDelegate: CaptureFileOutputRecordingDelegate {
         var waiter: CheckedContinuation<Result<RecordingSummary, CaptureError>, Never>?
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     func fileOutput(_ output: MovieFileOutput, didFinishRecordingTo path: String, from connections: [CaptureConnection],
                     summary: RecordingSummary, error: CaptureError?) {

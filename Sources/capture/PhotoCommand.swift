@@ -1,7 +1,6 @@
 import ArgumentParser
 import CaptureKit
 import Foundation
-import Synchronization
 
 extension FlashMode: ExpressibleByArgument {}
 
@@ -104,10 +103,10 @@ struct PhotoCommand: AsyncParsableCommand {
 
 /// Resumes a continuation once, from the delegate's finish callback.
 private final class ContinuationPhotoDelegate: PhotoCaptureDelegate {
-    private let continuation: Mutex<CheckedContinuation<CapturePhoto, any Error>?>
+    private let continuation: Locked<CheckedContinuation<CapturePhoto, any Error>?>
 
     init(_ continuation: CheckedContinuation<CapturePhoto, any Error>) {
-        self.continuation = Mutex(continuation)
+        self.continuation = Locked(continuation)
     }
 
     func resume(_ photo: CapturePhoto?, _ error: (any Error)?) {

@@ -1,7 +1,6 @@
 import ArgumentParser
 import CaptureKit
 import Foundation
-import Synchronization
 
 struct SimulateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -56,7 +55,7 @@ struct SimulateCommand: AsyncParsableCommand {
 
         let session = CaptureSession(pace: .realtime)
         let output = VideoLoopbackOutput(sink: sink)
-        let stop = Mutex(false)
+        let stop = Locked(false)
         let interrupt = SignalHandler(signals: [SIGINT, SIGTERM]) { stop.withLock { $0 = true } }
         defer { interrupt.cancel() }
         let start = HostClock.now()

@@ -1,6 +1,5 @@
 import CaptureKit
 import Foundation
-import Synchronization
 import Testing
 
 /// Where the real-device tests run: inside `ci/vm-run` (CAPTUREKIT_IN_VM=1), whose kernel has the
@@ -62,7 +61,7 @@ enum DeviceEnvironment {
         process.standardOutput = out
         process.standardError = err
         try process.run()
-        let errData = Mutex(Data())
+        let errData = Locked(Data())
         let errReader = Thread { errData.withLock { $0 = err.fileHandleForReading.readDataToEndOfFile() } }
         errReader.start()
         let outData = out.fileHandleForReading.readDataToEndOfFile()

@@ -1,6 +1,5 @@
 import CaptureKit
 import Foundation
-import Synchronization
 import Testing
 
 /// Run last and on its own (ci/test runs it in a second pass, `--filter UnplugTests`): unplugging
@@ -27,7 +26,7 @@ struct UnplugTests {
         movie.settings = settings
         movie.maxRecordedDuration = MediaTime(value: 20, timescale: 1)
         try session.addOutput(movie)
-        let errors = Mutex<[CaptureError]>([])
+        let errors = Locked<[CaptureError]>([])
         let events = session.eventStream()
         let watcher = Task {
             for await event in events { if case .runtimeError(let e) = event { errors.withLock { $0.append(e) } } }

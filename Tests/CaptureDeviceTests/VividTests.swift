@@ -1,6 +1,5 @@
 import CaptureKit
 import Foundation
-import Synchronization
 import Testing
 
 /// The real backends against real kernel drivers (vivid, snd-aloop), through the public API and

@@ -1,6 +1,5 @@
 import CaptureKit
 import Foundation
-import Synchronization
 import Testing
 
 /// Bad API use is a typed error or a documented no-op, never a trap: each public call made in the
@@ -10,8 +9,8 @@ import Testing
 /// same objects must still work when used right.
 @Suite struct APIMisuseTests {
     final class Finishes: CaptureFileOutputRecordingDelegate, @unchecked Sendable {
-        // Confined by the Mutex.
-        let errors = Mutex<[CaptureError?]>([])
+        // Confined by the lock.
+        let errors = Locked<[CaptureError?]>([])
         func fileOutput(_ output: MovieFileOutput, didFinishRecordingTo path: String, from connections: [CaptureConnection],
                         summary: RecordingSummary, error: CaptureError?) {
             errors.withLock { $0.append(error) }

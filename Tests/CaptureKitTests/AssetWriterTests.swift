@@ -1,6 +1,5 @@
 import CaptureKit
 import Foundation
-import Synchronization
 import Testing
 
 /// Feeds video and audio data outputs into asset writer inputs, as seed 001's delegate does:
@@ -11,7 +10,7 @@ final class AssetFeeder: VideoDataOutputSampleBufferDelegate, AudioDataOutputSam
     let audio: AssetWriterInput?
     let end: MediaTime
     struct Counts { var video = 0; var audio = 0; var videoWaits = 0; var audioWaits = 0; var errors: [CaptureError] = []; var audioEnd = 0.0 }
-    let counts = Mutex(Counts())
+    let counts = Locked(Counts())
 
     init(video: AssetWriterInput?, audio: AssetWriterInput?, end: MediaTime) {
         self.video = video
@@ -415,8 +414,8 @@ enum AssetTestSupport {
         try writer.add(input)
         #expect(writer.startWriting())
         writer.startSession(atSourceTime: .zero)
-        let next = Mutex(0)
-        let done = Mutex(false)
+        let next = Locked(0)
+        let done = Locked(false)
         input.requestMediaDataWhenReady(on: DispatchQueue(label: "pull")) {
             while input.isReadyForMoreMediaData {
                 let n = next.withLock { n -> Int in defer { n += 1 }; return n }

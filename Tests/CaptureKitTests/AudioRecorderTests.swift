@@ -1,11 +1,10 @@
 import CaptureKit
 import Foundation
-import Synchronization
 import Testing
 
 /// Records the delegate's finish calls.
 final class RecorderDelegateSpy: AudioRecorderDelegate, AudioPlayerDelegate {
-    let finishes = Mutex<[Bool]>([])
+    let finishes = Locked<[Bool]>([])
     func audioRecorderDidFinishRecording(_ recorder: AudioRecorder, successfully flag: Bool) { finishes.withLock { $0.append(flag) } }
     func audioPlayerDidFinishPlaying(_ player: AudioPlayer, successfully flag: Bool) { finishes.withLock { $0.append(flag) } }
 }

@@ -1,6 +1,5 @@
 import CaptureKit
 import Foundation
-import Synchronization
 import Testing
 
 /// Issue 3's "must show": every simulated control changes the delivered pixels like hardware.

@@ -1,6 +1,5 @@
 import CaptureKit
 import Foundation
-import Synchronization
 import Testing
 
 /// Fragmented movies survive a crash: a `capture record` process killed with SIGKILL at a seeded
@@ -73,13 +72,13 @@ import Testing
             process.standardOutput = FileHandle.nullDevice
             let stderr = Pipe()
             process.standardError = stderr
-            let started = Mutex<Double?>(nil)
+            let started = Locked<Double?>(nil)
             let launch = HostClock.now()
             stderr.fileHandleForReading.readabilityHandler = { handle in
                 let text = String(decoding: handle.availableData, as: UTF8.self)
                 if text.contains("first sample") { started.withLock { $0 = $0 ?? (HostClock.now() - launch).seconds } }
             }
-            let killedAt = Mutex<Double>(0)
+            let killedAt = Locked<Double>(0)
             try await Self.run(process, killAfter: killAt) { killedAt.withLock { $0 = (HostClock.now() - launch).seconds } }
             stderr.fileHandleForReading.readabilityHandler = nil
             let startLatency = try #require(started.withLock { $0 }, "run \(run): no first sample within \(killedAt.withLock { $0 }) s of launch")

@@ -1,6 +1,5 @@
 import CaptureKit
 import Foundation
-import Synchronization
 import Testing
 
 /// `capture inspect` on damaged files: a report of what is intact and where the damage starts,
@@ -10,7 +9,7 @@ import Testing
     static let recording = DamageFixture()
 
     final class DamageFixture: Sendable {
-        private let made = Mutex<(fragmented: String, plain: String)?>(nil)
+        private let made = Locked<(fragmented: String, plain: String)?>(nil)
 
         func paths() async throws -> (fragmented: String, plain: String) {
             if let made = made.withLock({ $0 }) { return made }

@@ -1,16 +1,15 @@
 import CaptureKit
 import Foundation
-import Synchronization
 import Testing
 
 /// Collects what a video data output delivers; can be slow or hold on to buffers.
 private final class DataFrameCollector: VideoDataOutputSampleBufferDelegate {
     struct Seen { var pts: MediaTime; var index: UInt32?; var width: Int; var height: Int; var format: PixelFormat }
-    let seen = Mutex<[Seen]>([])
-    let drops = Mutex<[DropReason]>([])
+    let seen = Locked<[Seen]>([])
+    let drops = Locked<[DropReason]>([])
     let delay: Duration?
     let retain: Bool
-    let held = Mutex<[SampleBuffer]>([])
+    let held = Locked<[SampleBuffer]>([])
 
     init(delay: Duration? = nil, retain: Bool = false) {
         self.delay = delay
@@ -38,11 +37,11 @@ private final class DataFrameCollector: VideoDataOutputSampleBufferDelegate {
 /// after `work` each, on its own queue (after `firstStall` before the first): a consumer slower
 /// than the camera that holds buffers beyond its callback.
 private final class BufferKeeper: VideoDataOutputSampleBufferDelegate {
-    private let state = Mutex<(held: [SampleBuffer], most: Int)>(([], 0))
+    private let state = Locked<(held: [SampleBuffer], most: Int)>(([], 0))
     private let worker = DispatchQueue(label: "keeper.worker")
     private let keep: Int
     private let work: Duration
-    private let firstStall = Mutex<Duration?>(nil)
+    private let firstStall = Locked<Duration?>(nil)
 
     init(keep: Int, work: Duration, firstStall: Duration) {
         self.keep = keep
@@ -70,8 +69,8 @@ private final class BufferKeeper: VideoDataOutputSampleBufferDelegate {
 private enum SimulatorBufferCount { static let value = 8 }
 
 private final class AudioCollector: AudioDataOutputSampleBufferDelegate {
-    let starts = Mutex<[Int64]>([])
-    let lengths = Mutex<[Int]>([])
+    let starts = Locked<[Int64]>([])
+    let lengths = Locked<[Int]>([])
     func dataOutput(_ output: AudioDataOutput, didOutput sample: SampleBuffer, from connection: CaptureConnection) {
         starts.withLock { $0.append(sample.sequenceNumber) }
         lengths.withLock { $0.append(sample.audioBuffer?.frameLength ?? 0) }
@@ -268,7 +267,7 @@ private final class AudioCollector: AudioDataOutputSampleBufferDelegate {
         let hoarder = DataFrameCollector(retain: true)
         output.setSampleBufferDelegate(hoarder, queue: DispatchQueue(label: "hoarder"))
         try session.addOutput(output)
-        let errors = Mutex<[CaptureError]>([])
+        let errors = Locked<[CaptureError]>([])
         let events = session.eventStream()
         let listener = Task {
             for await event in events { if case .runtimeError(let error) = event { errors.withLock { $0.append(error) } } }
@@ -318,11 +317,11 @@ private final class AudioCollector: AudioDataOutputSampleBufferDelegate {
 /// memories ever appear, and the pool allocates nothing after warm-up.
 @Suite struct SteadyStateAllocationTests {
     private final class AddressCounter: VideoDataOutputSampleBufferDelegate {
-        let addresses = Mutex<[UnsafeMutableRawPointer: Int]>([:])
-        let count = Mutex(0)
+        let addresses = Locked<[UnsafeMutableRawPointer: Int]>([:])
+        let count = Locked(0)
         /// The camera pool's allocation count after frame 50 and after the last frame.
-        let allocations = Mutex<(warm: Int?, last: Int?)>((nil, nil))
-        let pools = Mutex<Set<ObjectIdentifier>>([])
+        let allocations = Locked<(warm: Int?, last: Int?)>((nil, nil))
+        let pools = Locked<Set<ObjectIdentifier>>([])
         func dataOutput(_ output: VideoDataOutput, didOutput sample: SampleBuffer, from connection: CaptureConnection) {
             guard let pixels = sample.pixelBuffer, let pool = pixels.pool else { return }
             addresses.withLock { $0[pixels.baseAddress(ofPlane: 0), default: 0] += 1 }

@@ -2,7 +2,6 @@
 // formats, authorization, discovery, completions), each test short and self-contained.
 import CaptureKit
 import Foundation
-import Synchronization
 import Testing
 
 /// The AVFoundation device contract, rule by rule, on the simulator (issue 3, must-show 1, 3, 4).

@@ -1,6 +1,5 @@
 import CaptureKit
 import Foundation
-import Synchronization
 
 /// A simulator whose devices carry IDs unique to one test (`sim:back-1a2b3c…`), so the
 /// process-wide configuration locks of tests running in parallel never meet.
@@ -116,7 +115,7 @@ final class FrameCollector: CaptureOutput {
     let attachment = OutputAttachment()
     private let limit: Int
     private let script: @Sendable (Int, SampleBuffer) -> Void
-    private let state = Mutex<[FrameStats]>([])
+    private let state = Locked<[FrameStats]>([])
 
     init(limit: Int, script: @escaping @Sendable (Int, SampleBuffer) -> Void) {
         self.limit = limit
@@ -206,10 +205,8 @@ enum DeviceTestSupport {
     }
 }
 
-/// A value shared with escaping closures (a `Mutex` itself cannot be captured).
-final class Locked<T: Sendable>: Sendable {
-    private let mutex: Mutex<T>
-    init(_ value: T) { mutex = Mutex(value) }
-    var value: T { mutex.withLock { $0 } }
-    func mutate(_ body: (inout T) -> Void) { mutex.withLock { body(&$0) } }
+/// Shorthands for test code that shares a value with escaping closures.
+extension Locked where Value: Sendable {
+    var value: Value { withLock { $0 } }
+    func mutate(_ body: (inout Value) -> Void) { withLock { body(&$0) } }
 }

@@ -1,6 +1,5 @@
 import CaptureKit
 import Foundation
-import Synchronization
 import Testing
 
 /// A small tmpfs, mounted for one test and unmounted after: a real filesystem that fills up.
@@ -91,7 +90,7 @@ struct DiskFullTests {
     }
 
     final class FinishSpy: CaptureFileOutputRecordingDelegate {
-        let calls = Mutex<[(RecordingSummary, CaptureError?)]>([])
+        let calls = Locked<[(RecordingSummary, CaptureError?)]>([])
         func fileOutput(_ output: MovieFileOutput, didFinishRecordingTo path: String, from connections: [CaptureConnection],
                         summary: RecordingSummary, error: CaptureError?) {
             calls.withLock { $0.append((summary, error)) }

@@ -1,6 +1,5 @@
 import CaptureKit
 import Foundation
-import Synchronization
 import Testing
 
 /// Collects what a session delivers (bytes copied out, so the device's buffers go back at once).
@@ -15,7 +14,7 @@ final class SampleCollector: CaptureOutput {
     }
 
     let attachment = OutputAttachment()
-    let items = Mutex<[Item]>([])
+    let items = Locked<[Item]>([])
     let limit: Int
     /// False: only watches (a virtual session then runs at another output's demand).
     let drives: Bool

@@ -1,6 +1,5 @@
 import CaptureKit
 import Foundation
-import Synchronization
 import Testing
 
 /// MJPEG pass-through (`MovieFileOutput.VideoMode.passthrough`, `capture record --video-codec copy`):
@@ -255,7 +254,7 @@ import Testing
     /// A compressor that damages chosen frames after compressing them properly.
     final class DamagingCompressor: FrameCompressor {
         let inner = JPEGFrameCompressor()
-        let calls = Mutex(0)
+        let calls = Locked(0)
         /// Frame index → damage: "truncate" cuts the end (no EOI), "garbage" overwrites the SOI.
         let damage: [Int: String]
         init(damage: [Int: String]) { self.damage = damage }

@@ -1,6 +1,5 @@
 import CaptureKit
 import Foundation
-import Synchronization
 import Testing
 
 /// The movie file output's contract: limits with typed reasons, crash-safe fragments,
@@ -51,7 +50,7 @@ import Testing
         let r = try rig()
         defer { r.session.stopRunning() }
         // A simulated volume that loses 1 MB per query, starting with 100 MB free.
-        let queries = Mutex(0)
+        let queries = Locked(0)
         r.movie.freeDiskSpace = { _ in
             queries.withLock { q in
                 q += 1
@@ -72,7 +71,7 @@ import Testing
         let r = try rig()
         defer { r.session.stopRunning() }
         r.movie.maxRecordedDuration = MediaTime(value: 7, timescale: 6)  // 1.1667 s = 35 frames
-        let delegateError = Mutex<CaptureError?>(nil)
+        let delegateError = Locked<CaptureError?>(nil)
         let summary = try await r.movie.record(to: r.dir + "/duration.mp4")
         _ = delegateError
         #expect(summary.stopReason == "maximumDuration")

@@ -1,13 +1,12 @@
 import CaptureKit
 import Foundation
-import Synchronization
 import Testing
 
 /// Records the order of a photo request's delegate phases.
 final class PhaseRecorder: PhotoCaptureDelegate {
-    let phases = Mutex<[String]>([])
-    let photo = Mutex<CapturePhoto?>(nil)
-    let error = Mutex<CaptureError?>(nil)
+    let phases = Locked<[String]>([])
+    let photo = Locked<CapturePhoto?>(nil)
+    let error = Locked<CaptureError?>(nil)
 
     func photoOutput(_ output: PhotoOutput, willBeginCaptureFor settings: ResolvedPhotoSettings) { phases.withLock { $0.append("willBegin") } }
     func photoOutput(_ output: PhotoOutput, willCapturePhotoFor settings: ResolvedPhotoSettings) { phases.withLock { $0.append("willCapture") } }

@@ -22,7 +22,7 @@ import Testing
 
         let operations = 300, threads = 4
         let done = Atomic<Int>(0)
-        let failures = Mutex<[String: Int]>([:])
+        let failures = Locked<[String: Int]>([:])
         let finished = DispatchGroup()
         for t in 0..<threads {
             finished.enter()

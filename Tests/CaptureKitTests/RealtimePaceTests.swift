@@ -1,6 +1,6 @@
 @_spi(Testing) import CaptureKit
+import CaptureCore
 import Foundation
-import Synchronization
 import Testing
 
 /// Real-time pace is a mode, not the default in tests: one short check that it paces like a
@@ -108,7 +108,7 @@ struct Intervals: CustomStringConvertible {
 final class DeliveryClock: CaptureOutput {
     let attachment = OutputAttachment()
     private let counted: String
-    private let state = Mutex<(remaining: Int, times: [String: [MediaTime]], then: (@Sendable () -> Void)?)>((0, [:], nil))
+    private let state = Locked<(remaining: Int, times: [String: [MediaTime]], then: (@Sendable () -> Void)?)>((0, [:], nil))
     init(counting deviceID: String) { counted = deviceID }
     func accepts(_ mediaType: MediaType) -> Bool { mediaType == .video }
     var demand: OutputDemand { .idle }

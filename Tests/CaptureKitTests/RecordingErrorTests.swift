@@ -1,12 +1,11 @@
 import CaptureKit
 import Foundation
-import Synchronization
 import Testing
 
 /// Counts finish callbacks so a test can assert "exactly once".
 private final class CountingDelegate: CaptureFileOutputRecordingDelegate {
-    let finishes = Mutex<[CaptureError?]>([])
-    let starts = Mutex(0)
+    let finishes = Locked<[CaptureError?]>([])
+    let starts = Locked(0)
 
     func fileOutput(_ output: MovieFileOutput, didStartRecordingTo path: String, from connections: [CaptureConnection]) {
         starts.withLock { $0 += 1 }

@@ -1,6 +1,5 @@
 import CaptureKit
 import Foundation
-import Synchronization
 import Testing
 
 /// The seed articles' Objective-C flows, translated line by line to Swift and run against the
@@ -8,8 +7,8 @@ import Testing
 
 /// Seed 000's recording delegate: remembers the finish.
 private final class FinishWaiter: CaptureFileOutputRecordingDelegate {
-    let finished = Mutex<(path: String, error: CaptureError?, summary: RecordingSummary)?>(nil)
-    let started = Mutex(false)
+    let finished = Locked<(path: String, error: CaptureError?, summary: RecordingSummary)?>(nil)
+    let started = Locked(false)
     func fileOutput(_ output: MovieFileOutput, didStartRecordingTo path: String, from connections: [CaptureConnection]) {
         started.withLock { $0 = true }
     }

@@ -1,12 +1,11 @@
 import CaptureKit
 import Foundation
-import Synchronization
 import Testing
 
 /// Counts frames per output so tests can see what flows where.
 private final class FrameCounter: VideoDataOutputSampleBufferDelegate {
-    let count = Mutex(0)
-    let sizes = Mutex<Set<Int>>([])
+    let count = Locked(0)
+    let sizes = Locked<Set<Int>>([])
     func dataOutput(_ output: VideoDataOutput, didOutput sample: SampleBuffer, from connection: CaptureConnection) {
         count.withLock { $0 += 1 }
         if let p = sample.pixelBuffer { sizes.withLock { _ = $0.insert(p.width) } }
@@ -15,7 +14,7 @@ private final class FrameCounter: VideoDataOutputSampleBufferDelegate {
 
 /// Counts audio buffers: a running microphone is the virtual clock's witness.
 private final class AudioCounter: AudioDataOutputSampleBufferDelegate {
-    let count = Mutex(0)
+    let count = Locked(0)
     func dataOutput(_ output: AudioDataOutput, didOutput sample: SampleBuffer, from connection: CaptureConnection) {
         count.withLock { $0 += 1 }
     }
@@ -139,7 +138,7 @@ private func waitUntil(_ condition: () -> Bool) async {
         output.setSampleBufferDelegate(counter, queue: DispatchQueue(label: "count"))
         try session.addOutput(output)
         let events = session.eventStream()
-        let seen = Mutex<[String]>([])
+        let seen = Locked<[String]>([])
         let listener = Task {
             for await event in events {
                 let name: String
@@ -244,7 +243,7 @@ private func waitUntil(_ condition: () -> Bool) async {
         try session.addOutput(output)
         try session.addOutput(stopper)
         let threads = 4, cycles = 250
-        let started = Mutex(0)
+        let started = Locked(0)
         let done = DispatchGroup()
         for _ in 0..<threads {
             done.enter()
@@ -287,7 +286,7 @@ private final class PumpThreadStopper: CaptureOutput {
     let attachment = OutputAttachment()
     private let session: CaptureSession
     private let every: Int
-    private let state = Mutex((armed: true, frames: 0, stops: 0))
+    private let state = Locked((armed: true, frames: 0, stops: 0))
     init(_ session: CaptureSession, every: Int) {
         self.session = session
         self.every = every

@@ -1,6 +1,5 @@
 import CaptureKit
 import Foundation
-import Synchronization
 import Testing
 
 /// Manual stepping (`enableManualStepping`, `advance(by:)`, `advance(toFrame:)`): a virtual-pace
@@ -9,7 +8,7 @@ import Testing
 @Suite struct SteppingTests {
     final class Counter: VideoDataOutputSampleBufferDelegate, AudioDataOutputSampleBufferDelegate, Sendable {
         struct Seen { var video: [Int64] = []; var audioEnd = MediaTime.zero }
-        let seen = Mutex(Seen())
+        let seen = Locked(Seen())
         func dataOutput(_ output: VideoDataOutput, didOutput sample: SampleBuffer, from connection: CaptureConnection) {
             seen.withLock { $0.video.append(sample.sequenceNumber) }
         }

@@ -1,6 +1,5 @@
 import CaptureKit
 import Foundation
-import Synchronization
 
 /// Shared helpers for the end-to-end tests: temporary folders, running the real ffmpeg tools as
 /// oracles, and recording from the simulator through the public API.
@@ -27,7 +26,7 @@ enum TestSupport {
         process.standardError = err
         try process.run()
         // Read both pipes before waiting so a chatty tool cannot block on a full pipe.
-        let errData = Mutex(Data())
+        let errData = Locked(Data())
         let errReader = Thread { errData.withLock { $0 = err.fileHandleForReading.readDataToEndOfFile() } }
         errReader.start()
         let outData = out.fileHandleForReading.readDataToEndOfFile()

@@ -1,6 +1,5 @@
 import CaptureKit
 import Foundation
-import Synchronization
 
 /// Waits until `condition` holds or `timeout` passes; returns whether it holds. The condition is
 /// re-checked often, so the wait ends on the event, not on a fixed sleep.
@@ -28,7 +27,7 @@ extension MovieFileOutput {
 /// A recording delegate that counts every callback, so a test can wait for the finish and then
 /// assert how many there were.
 final class RecordingFinished: CaptureFileOutputRecordingDelegate {
-    private let state = Mutex<(starts: Int, finishes: [(summary: RecordingSummary, error: CaptureError?)])>((0, []))
+    private let state = Locked<(starts: Int, finishes: [(summary: RecordingSummary, error: CaptureError?)])>((0, []))
 
     var startCount: Int { state.withLock { $0.starts } }
     var finishCount: Int { state.withLock { $0.finishes.count } }

@@ -1,6 +1,5 @@
 import CaptureKit
 import Foundation
-import Synchronization
 import Testing
 @testable import CaptureALSA
 
@@ -85,7 +84,7 @@ import Testing
         let stream = try Self.stream(fake)
         try stream.start(at: .zero)
         let returned = DispatchSemaphore(value: 0)
-        let gotNil = Mutex<Bool?>(nil)
+        let gotNil = Locked<Bool?>(nil)
         DispatchQueue.global().async {
             let sample = try? stream.nextSample()
             gotNil.withLock { $0 = sample == nil }
@@ -288,7 +287,7 @@ final class AudioEventRecorder: AudioDataOutputSampleBufferDelegate, Sendable {
         case output(pts: MediaTime, frames: Int)
         case drop(Discontinuity, pts: MediaTime)
     }
-    let events = Mutex<[Event]>([])
+    let events = Locked<[Event]>([])
     func dataOutput(_ output: AudioDataOutput, didOutput sample: SampleBuffer, from connection: CaptureConnection) {
         events.withLock { $0.append(.output(pts: sample.presentationTime, frames: sample.audioBuffer?.frameLength ?? 0)) }
     }

@@ -1,6 +1,5 @@
 import CaptureKit
 import Foundation
-import Synchronization
 import Testing
 @testable import CaptureALSA
 @testable import CaptureV4L2
@@ -219,7 +218,7 @@ import Testing
     }
 
     final class Collector: VideoDataOutputSampleBufferDelegate, AudioDataOutputSampleBufferDelegate, Sendable {
-        let samples = Mutex<[Seen]>([])
+        let samples = Locked<[Seen]>([])
         private func note(_ s: SampleBuffer) {
             let seen = Seen(formatDescription: s.formatDescription, presentationTime: s.presentationTime,
                             duration: s.duration, sequenceNumber: Int64(s.sequenceNumber))

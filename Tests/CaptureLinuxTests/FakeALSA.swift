@@ -1,6 +1,5 @@
 import CaptureCore
 import Foundation
-import Synchronization
 @testable import CaptureALSA
 
 /// A fake sound card for the ALSA backend (what `FakeCamera` is for V4L2): one capture PCM,
@@ -45,7 +44,7 @@ final class FakeALSA: ALSASystem {
         var xrun = false
     }
 
-    let state = Mutex(State())
+    let state = Locked(State())
 
     init(script: [Item] = []) { state.withLock { $0.script = script } }
 

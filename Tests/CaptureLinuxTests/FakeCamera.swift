@@ -1,7 +1,6 @@
 import CV4L2
 import CaptureCore
 import Foundation
-import Synchronization
 @testable import CaptureV4L2
 
 /// A fake kernel for the V4L2 backend: one capture node (`/dev/video0`, YUYV and NV12 plus a Bayer
@@ -28,7 +27,7 @@ final class FakeCamera: V4L2System, @unchecked Sendable {
         /// CLOCK_MONOTONIC (set at STREAMON), like a real device, instead of the scripted `frames`.
         var live: (periodNs: Int64, startNs: Int64, next: UInt32)?
     }
-    let state = Mutex(State())
+    let state = Locked(State())
     static let bytesPerLine = 1344   // padded pitch for 640-wide YUYV (1280 visible bytes)
     static let bufferLength = 1344 * 480
     private let memory: [UnsafeMutableRawPointer]

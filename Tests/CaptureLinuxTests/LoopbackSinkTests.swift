@@ -2,7 +2,6 @@ import CV4L2
 import CaptureCore
 import CaptureMedia
 import Foundation
-import Synchronization
 import Testing
 @testable import CaptureV4L2
 
@@ -20,7 +19,7 @@ final class FakeLoopback: V4L2System, @unchecked Sendable {
         var streaming = false
         var writeError: Int32?
     }
-    let state = Mutex(State())
+    let state = Locked(State())
 
     init(mode: Mode = .output) { state.withLock { $0.mode = mode } }
 

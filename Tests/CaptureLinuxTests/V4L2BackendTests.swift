@@ -1,6 +1,5 @@
 import CaptureCore
 import Foundation
-import Synchronization
 import Testing
 @testable import CaptureV4L2
 
@@ -202,8 +201,8 @@ import Testing
 /// frame it came before).
 private final class DropRecorder: CaptureOutput {
     let attachment = OutputAttachment()
-    let frames = Mutex<[Int64]>([])
-    let drops = Mutex<[(gap: Discontinuity, pts: MediaTime)]>([])
+    let frames = Locked<[Int64]>([])
+    let drops = Locked<[(gap: Discontinuity, pts: MediaTime)]>([])
     func accepts(_ mediaType: MediaType) -> Bool { mediaType == .video }
     var demand: OutputDemand { .ready }
     func receive(_ sample: SampleBuffer, from connection: CaptureConnection) {
