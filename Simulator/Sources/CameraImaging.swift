@@ -54,7 +54,7 @@ enum CameraImaging {
             guard ry > 0 || members.contains(where: { radius / $0.subX > 0 }) else { continue }
             let rowBytes = members.map { $0.offset + ($0.width - 1) * $0.step + 1 }.max() ?? 0
             let height = first.height
-            let base = buffer.baseAddress(ofPlane: plane).assumingMemoryBound(to: UInt8.self)
+            let base = buffer.producerBaseAddress(ofPlane: plane).assumingMemoryBound(to: UInt8.self)
             let stride = buffer.bytesPerRow[plane]
             let tmp = UnsafeMutablePointer<UInt16>.allocate(capacity: rowBytes * height)
             let scratch = UnsafeMutablePointer<UInt32>.allocate(capacity: rowBytes + 8 * radius + 8)
@@ -106,7 +106,7 @@ enum CameraImaging {
         var random = SeededRandom(seed: seed ^ (UInt64(bitPattern: frame) &* 0x9E37_79B9_7F4A_7C15) ^ 0xA5A5_5A5A)
         let start = Int(random.next() & UInt64(tileMask))
         let rowJump = Int(random.next() & UInt64(tileMask)) | 1
-        let base = buffer.baseAddress(ofPlane: luma.plane).assumingMemoryBound(to: UInt8.self) + luma.offset
+        let base = buffer.producerBaseAddress(ofPlane: luma.plane).assumingMemoryBound(to: UInt8.self) + luma.offset
         deltas(sigma: sigma).withUnsafeBufferPointer { tile in
             ck_add_noise(base, buffer.bytesPerRow[luma.plane], Int32(luma.step), Int32(luma.width), Int32(luma.height),
                          tile.baseAddress!, Int32(tileMask), Int32(start), Int32(rowJump))

@@ -384,7 +384,7 @@ final class SimulatedAudioStream: DriverStream {
             guard stopSignal.sleep(untilHostTime: pts + duration) else { return nil }
         }
         let buffer = AudioPCMBuffer(format: format, frameCapacity: framesPerBuffer)
-        buffer.withMutableBytes { raw in
+        buffer.withProducerBytes { raw in
             switch format.sampleFormat {
             case .float32:
                 generator.fill(raw.baseAddress!.assumingMemoryBound(to: Float.self), first: first,

@@ -91,7 +91,7 @@ public final class SyntheticFrameRenderer: Sendable {
     struct LinearColor: Sendable { var r: Double, g: Double, b: Double }
     struct SceneRect: Sendable { var x0, y0, x1, y1: Int; var color: Int }
 
-    final class BackgroundCache: @unchecked Sendable {
+    final class BackgroundCache: Sendable {
         // Only touched under the renderer's `cache` mutex.
         let key: CameraEffects
         let buffer: PixelBuffer
@@ -276,7 +276,7 @@ public final class SyntheticFrameRenderer: Sendable {
             }
             guard let template = cached?.buffer else { return }
             for plane in 0..<buffer.planeCount {
-                buffer.baseAddress(ofPlane: plane).copyMemory(
+                buffer.producerBaseAddress(ofPlane: plane).copyMemory(
                     from: template.baseAddress(ofPlane: plane), byteCount: buffer.bytesPerRow[plane] * buffer.planeRows[plane])
             }
         }
@@ -311,14 +311,14 @@ public final class SyntheticFrameRenderer: Sendable {
     private func fillLuma(_ buffer: PixelBuffer, rows: Range<Int>, columns: Range<Int>, value: UInt8) {
         guard !columns.isEmpty else { return }
         if pixelFormat == .yuyv {
-            let base = buffer.baseAddress(ofPlane: 0).assumingMemoryBound(to: UInt8.self)
+            let base = buffer.producerBaseAddress(ofPlane: 0).assumingMemoryBound(to: UInt8.self)
             let stride = buffer.bytesPerRow[0]
             for row in rows {
                 for x in columns { base[row * stride + x * 2] = value }
             }
             return
         }
-        let base = buffer.baseAddress(ofPlane: 0)
+        let base = buffer.producerBaseAddress(ofPlane: 0)
         let stride = buffer.bytesPerRow[0]
         for row in rows {
             (base + row * stride + columns.lowerBound).initializeMemory(as: UInt8.self, repeating: value, count: columns.count)
@@ -332,7 +332,7 @@ public final class SyntheticFrameRenderer: Sendable {
         let chromaColumns = (columns.lowerBound / 2)..<((columns.upperBound + 1) / 2)
         switch pixelFormat {
         case .nv12:
-            let base = buffer.baseAddress(ofPlane: 1).assumingMemoryBound(to: UInt8.self)
+            let base = buffer.producerBaseAddress(ofPlane: 1).assumingMemoryBound(to: UInt8.self)
             let stride = buffer.bytesPerRow[1]
             // Build one interleaved row, then copy it to every chroma row.
             let first = base + chromaRows.lowerBound * stride + chromaColumns.lowerBound * 2
@@ -345,7 +345,7 @@ public final class SyntheticFrameRenderer: Sendable {
             }
         case .yuv420:
             for (plane, value) in [(1, color.cb), (2, color.cr)] {
-                let base = buffer.baseAddress(ofPlane: plane)
+                let base = buffer.producerBaseAddress(ofPlane: plane)
                 let stride = buffer.bytesPerRow[plane]
                 for row in chromaRows {
                     (base + row * stride + chromaColumns.lowerBound)
@@ -353,7 +353,7 @@ public final class SyntheticFrameRenderer: Sendable {
                 }
             }
         case .yuyv:
-            let base = buffer.baseAddress(ofPlane: 0).assumingMemoryBound(to: UInt8.self)
+            let base = buffer.producerBaseAddress(ofPlane: 0).assumingMemoryBound(to: UInt8.self)
             let stride = buffer.bytesPerRow[0]
             for row in rows {
                 for c in chromaColumns {

@@ -145,7 +145,7 @@ final class ALSAStream: DriverStream, @unchecked Sendable {
         let frames = periodFrames
         let read: Result<Int, ALSAError>
         do {
-            read = .success(try buffer.withMutableBytes { raw throws(ALSAError) in try system.read(pcm, into: raw, frames: frames) })
+            read = .success(try buffer.withProducerBytes { raw throws(ALSAError) in try system.read(pcm, into: raw, frames: frames) })
         } catch {
             read = .failure(error)
         }
@@ -160,7 +160,7 @@ final class ALSAStream: DriverStream, @unchecked Sendable {
         case .success(0):
             return .again
         case .success(let n):
-            buffer.setFrameLength(n)
+            buffer.setProducerFrameLength(n)
             return .sample(deliver(buffer, frames: n))
         }
     }

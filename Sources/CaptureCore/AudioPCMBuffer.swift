@@ -1,3 +1,5 @@
+import Synchronization
+
 /// The layout of PCM samples.
 public struct AudioStreamFormat: Sendable, Hashable, Codable, CustomStringConvertible {
     public enum SampleFormat: String, Sendable, Hashable, Codable {
@@ -24,13 +26,27 @@ public struct AudioStreamFormat: Sendable, Hashable, Codable, CustomStringConver
     public var description: String { "\(sampleRate) Hz \(channelCount) ch \(sampleFormat.rawValue)" }
 }
 
-/// Interleaved PCM samples. Same ownership rule as `PixelBuffer`: filled by the producer,
-/// then read-only once published.
+/// Interleaved PCM samples. Same ownership rule as `PixelBuffer` (and why it is
+/// `@unchecked Sendable`): filled by the producer, then read-only once a `SampleBuffer` holds it —
+/// `withMutableBytes` and `setFrameLength` then throw `CaptureError.invalidState`.
 public final class AudioPCMBuffer: @unchecked Sendable {
     public let format: AudioStreamFormat
     public let frameCapacity: Int
     public private(set) var frameLength: Int
     private let storage: UnsafeMutableRawPointer
+    private let published = Atomic<Bool>(false)
+
+    /// True once a `SampleBuffer` holds the buffer: its samples can no longer change.
+    public var isPublished: Bool { published.load(ordering: .acquiring) }
+
+    /// Called by `SampleBuffer` when it takes the buffer.
+    func markPublished() { published.store(true, ordering: .releasing) }
+
+    private func checkWritable(_ operation: String) throws(CaptureError) {
+        guard !isPublished else {
+            throw .invalidState("\(operation) on an audio buffer (\(format)) that a SampleBuffer already holds: delivered samples are read-only; copy them into a buffer of your own to change them")
+        }
+    }
 
     public init(format: AudioStreamFormat, frameCapacity: Int) {
         self.format = format
@@ -44,7 +60,8 @@ public final class AudioPCMBuffer: @unchecked Sendable {
 
     /// Shortens the valid region (e.g. a device read returned fewer frames); clamped to
     /// 0…`frameCapacity`, since a buffer cannot hold more than it has room for.
-    public func setFrameLength(_ length: Int) {
+    public func setFrameLength(_ length: Int) throws(CaptureError) {
+        try checkWritable("setting the frame length")
         frameLength = min(max(length, 0), frameCapacity)
     }
 
@@ -54,8 +71,20 @@ public final class AudioPCMBuffer: @unchecked Sendable {
         try body(UnsafeRawBufferPointer(start: storage, count: byteCount))
     }
 
-    public func withMutableBytes<R, E: Error>(_ body: (UnsafeMutableRawBufferPointer) throws(E) -> R) throws(E) -> R {
+    public func withMutableBytes<R>(_ body: (UnsafeMutableRawBufferPointer) throws(CaptureError) -> R) throws(CaptureError) -> R {
+        try checkWritable("writing samples")
+        return try body(UnsafeMutableRawBufferPointer(start: storage, count: frameCapacity * format.bytesPerFrame))
+    }
+
+    /// The whole capacity for CaptureKit's own producers (device reads, generators, decoders),
+    /// which fill a buffer they just made, before publishing it.
+    package func withProducerBytes<R, E: Error>(_ body: (UnsafeMutableRawBufferPointer) throws(E) -> R) throws(E) -> R {
         try body(UnsafeMutableRawBufferPointer(start: storage, count: frameCapacity * format.bytesPerFrame))
+    }
+
+    /// Sets the valid length for CaptureKit's own producers (see `withProducerBytes`).
+    package func setProducerFrameLength(_ length: Int) {
+        frameLength = min(max(length, 0), frameCapacity)
     }
 
     /// Float samples (interleaved) for float32 buffers; other formats see an empty buffer (as

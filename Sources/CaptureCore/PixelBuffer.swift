@@ -1,10 +1,15 @@
 import Foundation
+import Synchronization
 
 /// One frame's pixels in planes with strides, backed by memory drawn from a `PixelBufferPool`.
 ///
-/// Ownership rule (why this is `@unchecked Sendable`): the producer writes the planes before the
-/// buffer is published in a `SampleBuffer`; after that every holder only reads. When the last
-/// reference goes away the memory returns to its pool instead of being freed.
+/// Mutable, then published: the producer writes the planes (`withMutablePlane`,
+/// `mutableBaseAddress(ofPlane:)`, `setCompressedData`) until the buffer goes into a
+/// `SampleBuffer`; from then on it is read-only, and every write call throws
+/// `CaptureError.invalidState` instead of changing pixels another thread may be reading. Copy
+/// it (`PixelConverter`, or a new buffer from a pool) to change a delivered frame.
+/// That rule is why this is `@unchecked Sendable`: after publication every holder only reads.
+/// When the last reference goes away the memory returns to its pool instead of being freed.
 public final class PixelBuffer: @unchecked Sendable {
     public let format: PixelFormat
     public let width: Int
@@ -19,6 +24,8 @@ public final class PixelBuffer: @unchecked Sendable {
     private let storage: PixelStorage
     /// The pool this buffer returns to when released (nil for standalone buffers).
     public let pool: PixelBufferPool?
+    /// Set once, when a `SampleBuffer` takes the buffer; the write calls check it.
+    private let published = Atomic<Bool>(false)
 
     init(format: PixelFormat, width: Int, height: Int, storage: PixelStorage, pool: PixelBufferPool?) {
         self.format = format
@@ -46,9 +53,38 @@ public final class PixelBuffer: @unchecked Sendable {
     /// Bytes of the whole backing store (all planes with their padding).
     public var allocationSize: Int { storage.capacity }
 
-    /// Base address of plane `index`; valid while the buffer is alive.
-    public func baseAddress(ofPlane index: Int) -> UnsafeMutableRawPointer {
+    /// True once a `SampleBuffer` holds the buffer: its pixels can no longer change.
+    public var isPublished: Bool { published.load(ordering: .acquiring) }
+
+    /// Called by `SampleBuffer` when it takes the buffer.
+    func markPublished() { published.store(true, ordering: .releasing) }
+
+    private func checkWritable(_ operation: String) throws(CaptureError) {
+        guard !isPublished else {
+            throw .invalidState("\(operation) on a \(format) \(width)x\(height) buffer that a SampleBuffer already holds: delivered frames are read-only; copy the frame into a buffer of your own to change it")
+        }
+    }
+
+    /// Base address of plane `index`, for reading; valid while the buffer is alive.
+    public func baseAddress(ofPlane index: Int) -> UnsafeRawPointer {
+        UnsafeRawPointer(storage.pointer + planeOffsets[index])
+    }
+
+    /// Base address of plane `index`, for the producer writing the frame before it is published.
+    public func mutableBaseAddress(ofPlane index: Int) throws(CaptureError) -> UnsafeMutableRawPointer {
+        try checkWritable("writing plane \(index)")
+        return storage.pointer + planeOffsets[index]
+    }
+
+    /// Base address of plane `index` for CaptureKit's own producers (renderers, decoders,
+    /// converters), which write a buffer they just took from a pool, before publishing it.
+    package func producerBaseAddress(ofPlane index: Int) -> UnsafeMutableRawPointer {
         storage.pointer + planeOffsets[index]
+    }
+
+    /// Write access for CaptureKit's own producers (see `producerBaseAddress(ofPlane:)`).
+    package func withProducerPlane<R, E: Error>(_ index: Int, _ body: (UnsafeMutableRawBufferPointer) throws(E) -> R) throws(E) -> R {
+        try body(UnsafeMutableRawBufferPointer(start: producerBaseAddress(ofPlane: index), count: bytesPerRow[index] * planeRows[index]))
     }
 
     /// Read access to one plane's bytes (rows × bytesPerRow).
@@ -57,12 +93,14 @@ public final class PixelBuffer: @unchecked Sendable {
     }
 
     /// Write access for the producer, before the buffer is published.
-    public func withMutablePlane<R, E: Error>(_ index: Int, _ body: (UnsafeMutableRawBufferPointer) throws(E) -> R) throws(E) -> R {
-        try body(UnsafeMutableRawBufferPointer(start: baseAddress(ofPlane: index), count: bytesPerRow[index] * planeRows[index]))
+    public func withMutablePlane<R>(_ index: Int, _ body: (UnsafeMutableRawBufferPointer) throws(CaptureError) -> R) throws(CaptureError) -> R {
+        try checkWritable("writing plane \(index)")
+        return try body(UnsafeMutableRawBufferPointer(start: storage.pointer + planeOffsets[index], count: bytesPerRow[index] * planeRows[index]))
     }
 
     /// For compressed formats: copies `bytes` in (must fit the pool's capacity) and records the size.
     public func setCompressedData(_ bytes: UnsafeRawBufferPointer) throws(CaptureError) {
+        try checkWritable("setting compressed data")
         guard bytes.count <= storage.capacity else {
             throw .invalidArgument("compressed frame of \(bytes.count) bytes exceeds the buffer capacity \(storage.capacity)")
         }

@@ -39,6 +39,11 @@ public struct SampleBuffer: Sendable {
     public init(payload: Payload, formatDescription: FormatDescription,
                 presentationTime: MediaTime, duration: MediaTime, sequenceNumber: Int64,
                 discontinuity: Discontinuity? = nil) {
+        // From here on the samples are shared read-only (PixelBuffer's and AudioPCMBuffer's rule).
+        switch payload {
+        case .pixels(let pixels): pixels.markPublished()
+        case .audio(let audio): audio.markPublished()
+        }
         self.discontinuity = discontinuity
         self.payload = payload
         self.formatDescription = formatDescription

@@ -143,7 +143,7 @@ final class LoopbackStream: DriverStream {
         }
         guard let samples = speaker.read(first: first, count: framesPerBuffer, stop: stopSignal) else { return nil }
         let buffer = AudioPCMBuffer(format: format, frameCapacity: framesPerBuffer)
-        buffer.withMutableBytes { raw in samples.withUnsafeBytes { raw.copyMemory(from: $0) } }
+        buffer.withProducerBytes { raw in samples.withUnsafeBytes { raw.copyMemory(from: $0) } }
         return SampleBuffer(payload: .audio(buffer), formatDescription: .audio(format),
                             presentationTime: pts, duration: duration, sequenceNumber: Int64(first))
     }

@@ -216,7 +216,7 @@ public final class AudioPlayer: Sendable {
             } else {
                 let count = min(Self.chunkFrames, frames - position)
                 let chunk = AudioPCMBuffer(format: resampler.input, frameCapacity: count)
-                chunk.withMutableBytes { raw in
+                chunk.withProducerBytes { raw in
                     samples.withUnsafeBytes { src in
                         raw.copyMemory(from: UnsafeRawBufferPointer(rebasing: src[(position * channels * 4)..<((position + count) * channels * 4)]))
                     }

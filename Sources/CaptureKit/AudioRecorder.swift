@@ -145,7 +145,7 @@ public final class AudioRecorder: Sendable {
 }
 
 /// The recorder's capture output: writes audio while recording, meters it, stops at the limit.
-final class RecorderOutput: CaptureOutput, @unchecked Sendable {
+final class RecorderOutput: CaptureOutput, Sendable {
     // Mutable state lives in `state`/`meter` (Locked); the closures and weak refs below are set
     // once before the session starts and read under `state`'s lock afterwards.
     let attachment = OutputAttachment()

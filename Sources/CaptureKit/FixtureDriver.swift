@@ -249,8 +249,8 @@ final class FixtureReplayStream: DriverStream {
         case .audio(let audioFormat):
             let frames = sample.data.count / audioFormat.bytesPerFrame
             let buffer = AudioPCMBuffer(format: audioFormat, frameCapacity: frames)
-            buffer.setFrameLength(frames)
-            buffer.withMutableBytes { raw in raw.copyBytes(from: sample.data) }
+            buffer.setProducerFrameLength(frames)
+            buffer.withProducerBytes { raw in raw.copyBytes(from: sample.data) }
             return .audio(buffer)
         case .video(let pixelFormat, let size):
             let buffer = pool?.makeBuffer() ?? PixelBuffer(format: pixelFormat, width: size.width, height: size.height)
@@ -263,7 +263,7 @@ final class FixtureReplayStream: DriverStream {
             }
             var offset = 0
             for (plane, geometry) in pixelFormat.planes(width: size.width, height: size.height).enumerated() {
-                buffer.withMutablePlane(plane) { destination in
+                buffer.withProducerPlane(plane) { destination in
                     sample.data.withUnsafeBytes { source in
                         for row in 0..<geometry.rows {
                             let target = UnsafeMutableRawBufferPointer(rebasing: destination[(row * buffer.bytesPerRow[plane])...])

@@ -17,7 +17,7 @@ public final class FixtureRecordingOutput: CaptureOutput {
 
     private struct Active {
         var path: String
-        var writer: FixtureWriter
+        var writer: ConfinedWriter
         var devices: [CaptureDevice]
         var counts: [Int]
         var start: MediaTime?
@@ -77,7 +77,7 @@ public final class FixtureRecordingOutput: CaptureOutput {
         }
         let writer = try FixtureWriter(path: path, devices: profiles)
         state.withLock {
-            $0.active = Active(path: path, writer: writer, devices: devices, counts: Array(repeating: 0, count: devices.count), values: values)
+            $0.active = Active(path: path, writer: ConfinedWriter(writer), devices: devices, counts: Array(repeating: 0, count: devices.count), values: values)
         }
         attachment.demandChanged()
     }
@@ -128,13 +128,13 @@ public final class FixtureRecordingOutput: CaptureOutput {
             }
             active.counts[device] += 1
             active.changes += changes.count
-            let writer = active.writer
+            let confined = active.writer
             if let copied {
                 writerQueue.async { [self, changes] in
                     do throws(CaptureError) {
                         guard writeFailure.withLock({ $0 == nil }) else { return }
-                        try writer.append(copied, device: device)
-                        for change in changes { try writer.appendControlChange(change) }
+                        try confined.writer.append(copied, device: device)
+                        for change in changes { try confined.writer.appendControlChange(change) }
                     } catch {
                         writeFailure.withLock { $0 = error }
                         DispatchQueue.global().async { _ = try? self.end(reason: "error") }
@@ -143,8 +143,8 @@ public final class FixtureRecordingOutput: CaptureOutput {
                 return .success(false)
             }
             do throws(CaptureError) {
-                try writer.append(sample, device: device)
-                for change in changes { try writer.appendControlChange(change) }
+                try confined.writer.append(sample, device: device)
+                for change in changes { try confined.writer.appendControlChange(change) }
                 return .success(false)
             } catch {
                 return .failure(error)
@@ -171,7 +171,7 @@ public final class FixtureRecordingOutput: CaptureOutput {
             defer { f = nil }
             return f
         }
-        do throws(CaptureError) { try active.writer.finish() } catch { failure = failure ?? error }
+        do throws(CaptureError) { try active.writer.writer.finish() } catch { failure = failure ?? error }
         let size = (try? FileManager.default.attributesOfItem(atPath: active.path)[.size] as? Int64) ?? 0
         let summary = Summary(path: active.path, buffers: active.counts, controlChanges: active.changes, fileSize: size,
                               stopReason: failure == nil ? reason : "error")
@@ -186,4 +186,12 @@ public final class FixtureRecordingOutput: CaptureOutput {
         for control in device.controls { values[control.id] = try? device.value(of: control.id) }
         return values
     }
+}
+
+/// The recording's `FixtureWriter` (not thread-safe). @unchecked: one thread uses it at a time —
+/// in virtual time the session's thread under `state`, in real time only `writerQueue`, and
+/// `end` uses it after `writerQueue.sync {}` has drained the queue and `active` is gone.
+private struct ConfinedWriter: @unchecked Sendable {
+    let writer: FixtureWriter
+    init(_ writer: FixtureWriter) { self.writer = writer }
 }

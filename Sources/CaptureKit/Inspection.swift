@@ -296,7 +296,7 @@ final class ContactSheetBuilder {
             let rows = plane == 0 ? frame.height : (frame.height + 1) / 2
             let bytes = plane == 0 ? frame.width : (frame.width + 1) / 2
             for row in 0..<rows {
-                (source.baseAddress(ofPlane: plane) + row * source.bytesPerRow[plane])
+                (source.producerBaseAddress(ofPlane: plane) + row * source.bytesPerRow[plane])
                     .copyMemory(from: frame.planes[plane] + row * frame.bytesPerRow[plane], byteCount: bytes)
             }
         }
@@ -355,12 +355,12 @@ struct Painter {
 
     func fill(x: Int, y: Int, width: Int, height: Int, luma: UInt8, chroma: (UInt8, UInt8) = (128, 128)) {
         guard width > 0, height > 0 else { return }
-        let y0 = canvas.baseAddress(ofPlane: 0).assumingMemoryBound(to: UInt8.self)
+        let y0 = canvas.producerBaseAddress(ofPlane: 0).assumingMemoryBound(to: UInt8.self)
         for row in max(0, y)..<min(canvas.height, y + height) {
             (y0 + row * canvas.bytesPerRow[0] + max(0, x)).update(repeating: luma, count: max(0, min(canvas.width, x + width) - max(0, x)))
         }
         for (plane, value) in [(1, chroma.0), (2, chroma.1)] {
-            let p = canvas.baseAddress(ofPlane: plane).assumingMemoryBound(to: UInt8.self)
+            let p = canvas.producerBaseAddress(ofPlane: plane).assumingMemoryBound(to: UInt8.self)
             for row in max(0, y / 2)..<min((canvas.height + 1) / 2, (y + height + 1) / 2) {
                 let from = max(0, x / 2), to = min((canvas.width + 1) / 2, (x + width + 1) / 2)
                 if to > from { (p + row * canvas.bytesPerRow[plane] + from).update(repeating: value, count: to - from) }
@@ -375,7 +375,7 @@ struct Painter {
             let rows = plane == 0 ? picture.height : (picture.height + 1) / 2
             let bytes = plane == 0 ? picture.width : (picture.width + 1) / 2
             for row in 0..<rows where y / d + row < canvas.planeRows[plane] {
-                (canvas.baseAddress(ofPlane: plane) + (y / d + row) * canvas.bytesPerRow[plane] + x / d)
+                (canvas.producerBaseAddress(ofPlane: plane) + (y / d + row) * canvas.bytesPerRow[plane] + x / d)
                     .copyMemory(from: picture.baseAddress(ofPlane: plane) + row * picture.bytesPerRow[plane], byteCount: bytes)
             }
         }

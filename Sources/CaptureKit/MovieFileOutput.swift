@@ -432,7 +432,7 @@ public final class MovieFileOutput: CaptureOutput {
             }
         }
         for plane in 0..<pixels.planeCount {
-            copy.baseAddress(ofPlane: plane).copyMemory(from: pixels.baseAddress(ofPlane: plane),
+            copy.producerBaseAddress(ofPlane: plane).copyMemory(from: pixels.baseAddress(ofPlane: plane),
                                                         byteCount: pixels.bytesPerRow[plane] * pixels.planeRows[plane])
         }
         return SampleBuffer(payload: .pixels(copy), formatDescription: sample.formatDescription,
@@ -757,7 +757,7 @@ public final class MovieFileOutput: CaptureOutput {
         let out = AudioPCMBuffer(format: buffer.format, frameCapacity: last - first)
         let bytesPerFrame = buffer.format.bytesPerFrame
         buffer.withBytes { src in
-            out.withMutableBytes { dst in
+            out.withProducerBytes { dst in
                 dst.copyMemory(from: UnsafeRawBufferPointer(rebasing: src[(first * bytesPerFrame)..<(last * bytesPerFrame)]))
             }
         }

@@ -72,7 +72,7 @@ extension PixelBuffer {
         for plane in 0..<3 {
             let rows = plane == 0 ? frame.height : (frame.height + 1) / 2
             let bytes = plane == 0 ? frame.width : (frame.width + 1) / 2
-            let dst = out.baseAddress(ofPlane: plane)
+            let dst = out.producerBaseAddress(ofPlane: plane)
             for row in 0..<rows {
                 (dst + row * out.bytesPerRow[plane]).copyMemory(from: frame.planes[plane] + row * frame.bytesPerRow[plane], byteCount: bytes)
             }
@@ -83,7 +83,7 @@ extension PixelBuffer {
 
 /// Delivers a file's decoded samples in order (AVAssetReader with track outputs): video as I420
 /// pixel buffers, audio as interleaved float32 at the track's rate. Confined to one thread at a time.
-public final class AssetReader: @unchecked Sendable {
+public final class AssetReader {
     public enum Status: String, Sendable { case unknown, reading, completed, failed }
     public let asset: Asset
     public private(set) var status = Status.unknown
@@ -175,7 +175,7 @@ public final class AssetReader: @unchecked Sendable {
         }, audio: { samples, channels, rate, start in
             let format = AudioStreamFormat(sampleRate: rate, channelCount: channels, sampleFormat: .float32)
             let buffer = AudioPCMBuffer(format: format, frameCapacity: samples.count / max(1, channels))
-            buffer.withMutableBytes { raw in
+            buffer.withProducerBytes { raw in
                 samples.withUnsafeBytes { raw.copyMemory(from: $0) }
             }
             let first = Int64((start * Double(rate)).rounded())

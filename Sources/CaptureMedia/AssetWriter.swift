@@ -562,7 +562,7 @@ extension AudioPCMBuffer {
         let out = AudioPCMBuffer(format: format, frameCapacity: range.count)
         let bpf = format.bytesPerFrame
         withBytes { src in
-            out.withMutableBytes { dst in
+            out.withProducerBytes { dst in
                 dst.baseAddress!.copyMemory(from: src.baseAddress! + range.lowerBound * bpf, byteCount: range.count * bpf)
             }
         }

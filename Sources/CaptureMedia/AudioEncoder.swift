@@ -35,7 +35,7 @@ public struct AudioEncoderSettings: Sendable, Hashable {
 /// AAC (or PCM) encoding of PCM buffers: resample to planar float, cut into the encoder's
 /// 1024-sample frames (PCM: 1024 too), stamp each frame with its sample count; PCM encoders get
 /// the samples interleaved in their own format. Confined to one thread at a time.
-final class AudioEncoder: @unchecked Sendable {
+final class AudioEncoder {
     let settings: AudioEncoderSettings
     let owner: CodecContextOwner
     var context: UnsafeMutablePointer<AVCodecContext> { owner.context }

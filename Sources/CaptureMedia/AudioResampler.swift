@@ -3,7 +3,7 @@ import CaptureCore
 
 /// Sample format, rate and layout conversion through libswresample, from interleaved PCM to the
 /// planar float an AAC encoder takes. Confined to one thread at a time.
-public final class AudioResampler: @unchecked Sendable {
+public final class AudioResampler {
     public let input: AudioStreamFormat
     public let outputSampleRate: Int
     public let outputChannels: Int

@@ -84,7 +84,7 @@ final class OptionsDictionary {
 }
 
 /// One AVFrame, freed exactly once.
-final class FrameOwner: @unchecked Sendable {
+final class FrameOwner {
     // Confined to the encoder or decoder that owns it.
     let frame: UnsafeMutablePointer<AVFrame>
 
@@ -100,7 +100,7 @@ final class FrameOwner: @unchecked Sendable {
 }
 
 /// One AVPacket, freed exactly once.
-final class PacketOwner: @unchecked Sendable {
+final class PacketOwner {
     // Confined to the encoder or demuxer that owns it.
     let packet: UnsafeMutablePointer<AVPacket>
 
@@ -116,7 +116,7 @@ final class PacketOwner: @unchecked Sendable {
 }
 
 /// One AVCodecContext, freed exactly once.
-final class CodecContextOwner: @unchecked Sendable {
+final class CodecContextOwner {
     // Confined to the encoder or decoder that owns it.
     let context: UnsafeMutablePointer<AVCodecContext>
 

@@ -21,7 +21,7 @@ final class MuxerOwner {
 
 /// Writes a fixture (layout: `FixtureFormat`). Confined to one thread at a time: its owner
 /// (`FixtureRecordingOutput`) calls it under a lock.
-public final class FixtureWriter: @unchecked Sendable {
+public final class FixtureWriter {
     public let path: String
     public let devices: [FixtureDevice]
     private let muxer: MuxerOwner

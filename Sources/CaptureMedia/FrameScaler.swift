@@ -3,7 +3,7 @@ import CaptureCore
 /// Brings frames of any raw format and size to I420 at one output size with a scaling mode
 /// (fit: letterbox, fill: centre crop, resize: stretch), through `PixelConverter`. Reuses its
 /// converters and buffers while the source stays the same. Confined to one thread at a time.
-final class FrameScaler: @unchecked Sendable {
+final class FrameScaler {
     let output: Dimensions
     let mode: VideoScalingMode
     private var converter: PixelConverter?
@@ -69,7 +69,7 @@ final class FrameScaler: @unchecked Sendable {
 
     private func fillBlack(_ buffer: PixelBuffer) {
         for plane in 0..<buffer.planeCount {
-            buffer.withMutablePlane(plane) { _ = $0.initializeMemory(as: UInt8.self, repeating: plane == 0 ? 16 : 128) }
+            buffer.withProducerPlane(plane) { _ = $0.initializeMemory(as: UInt8.self, repeating: plane == 0 ? 16 : 128) }
         }
     }
 
@@ -80,7 +80,7 @@ final class FrameScaler: @unchecked Sendable {
             let bytesPerPixel = chroma && src.format == .nv12 ? 2 : 1
             let divisor = chroma ? 2 : 1
             let rowBytes = size.width / divisor * bytesPerPixel
-            let s = src.baseAddress(ofPlane: plane), d = dst.baseAddress(ofPlane: plane)
+            let s = src.baseAddress(ofPlane: plane), d = dst.producerBaseAddress(ofPlane: plane)
             for row in 0..<(size.height / divisor) {
                 let from = s + (origin.1 / divisor + row) * src.bytesPerRow[plane] + origin.0 / divisor * bytesPerPixel
                 let to = d + (target.1 / divisor + row) * dst.bytesPerRow[plane] + target.0 / divisor * bytesPerPixel

@@ -3,7 +3,7 @@ import CaptureCore
 
 /// JPEG through libturbojpeg: compression straight from YUV planes (no RGB detour) and decoding.
 /// A handle is confined to one thread at a time.
-public final class JPEGCodec: @unchecked Sendable {
+public final class JPEGCodec {
     private let compressor: tjhandle
     private let decompressor: tjhandle
     private var nv12Converter: PixelConverter?
@@ -74,7 +74,7 @@ public final class JPEGCodec: @unchecked Sendable {
         }
         if subsampling == Int32(TJSAMP_420.rawValue), width % 2 == 0, height % 2 == 0 {
             let out = PixelBuffer(format: .yuv420, width: Int(width), height: Int(height))
-            var planes: [UnsafeMutablePointer<UInt8>?] = (0..<3).map { out.baseAddress(ofPlane: $0).assumingMemoryBound(to: UInt8.self) }
+            var planes: [UnsafeMutablePointer<UInt8>?] = (0..<3).map { out.producerBaseAddress(ofPlane: $0).assumingMemoryBound(to: UInt8.self) }
             var strides: [Int32] = (0..<3).map { Int32(out.bytesPerRow[$0]) }
             let r = data.withUnsafeBufferPointer {
                 tjDecompressToYUVPlanes(decompressor, $0.baseAddress, UInt($0.count), &planes, width, &strides, height, 0)
@@ -84,7 +84,7 @@ public final class JPEGCodec: @unchecked Sendable {
         }
         let out = PixelBuffer(format: .rgb24, width: Int(width), height: Int(height))
         let r = data.withUnsafeBufferPointer {
-            tjDecompress2(decompressor, $0.baseAddress, UInt($0.count), out.baseAddress(ofPlane: 0).assumingMemoryBound(to: UInt8.self),
+            tjDecompress2(decompressor, $0.baseAddress, UInt($0.count), out.producerBaseAddress(ofPlane: 0).assumingMemoryBound(to: UInt8.self),
                           width, Int32(out.bytesPerRow[0]), height, Int32(TJPF_RGB.rawValue), 0)
         }
         guard r == 0 else { throw failure(decompressor, "tjDecompress2") }
@@ -97,7 +97,7 @@ public final class JPEGCodec: @unchecked Sendable {
 public final class JPEGFrameCompressor: FrameCompressor {
     /// JPEG quality 0…1 (0.9 keeps the frame stamp and flat colours clean).
     public let quality: Double
-    private let idle = Locked<[JPEGCodec]>([])
+    private let idle = Locked<[IdleCodec]>([])
 
     public init(quality: Double = 0.9) {
         self.quality = quality
@@ -108,9 +108,13 @@ public final class JPEGFrameCompressor: FrameCompressor {
             throw .invalidArgument("JPEG compression needs an MJPEG output of \(frame.width)x\(frame.height), not \(output.format) \(output.width)x\(output.height)")
         }
         let codec: JPEGCodec
-        if let reused = idle.withLock({ $0.popLast() }) { codec = reused } else { codec = try JPEGCodec() }
-        defer { idle.withLock { $0.append(codec) } }
+        if let reused = idle.withLock({ $0.popLast() }) { codec = reused.codec } else { codec = try JPEGCodec() }
+        defer { idle.withLock { $0.append(IdleCodec(codec: codec)) } }
         let bytes = try codec.encode(frame, quality: quality)
         try bytes.withRawBytes { raw throws(CaptureError) in try output.setCompressedData(raw) }
     }
+
+    /// A handle in the idle pool. @unchecked: a pooled handle belongs to no thread; the one that
+    /// takes it out of the pool is its only user until it puts it back.
+    private struct IdleCodec: @unchecked Sendable { let codec: JPEGCodec }
 }

@@ -39,7 +39,7 @@ public struct DecodedVideoFrame {
 
 /// Opens a media file and decodes it: used to verify recordings and by `capture inspect`.
 /// Confined to one thread at a time.
-public final class MediaFileReader: @unchecked Sendable {
+public final class MediaFileReader {
     public let path: String
     private(set) var formatContext: UnsafeMutablePointer<AVFormatContext>?
 
@@ -304,7 +304,7 @@ final class StreamDecoder {
             guard let scaler, let out = converted else { throw CaptureError.formatNotSupported("cannot convert decoded frames to I420") }
             var src = frame.frame.pointee.data
             var srcStride = frame.frame.pointee.linesize
-            var dst: [UnsafeMutablePointer<UInt8>?] = (0..<3).map { out.baseAddress(ofPlane: $0).assumingMemoryBound(to: UInt8.self) } + [nil]
+            var dst: [UnsafeMutablePointer<UInt8>?] = (0..<3).map { out.producerBaseAddress(ofPlane: $0).assumingMemoryBound(to: UInt8.self) } + [nil]
             var dstStride: [Int32] = (0..<3).map { Int32(out.bytesPerRow[$0]) } + [0]
             _ = withUnsafePointer(to: &src) { s in
                 withUnsafePointer(to: &srcStride) { ss in

@@ -129,7 +129,7 @@ public enum JPEGFrameCheck {
 /// `PixelBuffer` until libavformat has written it. MOV and MKV take it; MP4 is refused
 /// (`passthroughUnavailable`: MP4 players rarely play Motion JPEG — encode H.264 for MP4).
 /// A frame that is not a whole JPEG throws `invalidCompressedFrame` and nothing is written.
-public final class MovieWriter: @unchecked Sendable {
+public final class MovieWriter {
     public let path: String
     /// The movie container (`.mp4` for the MP4 family, M4A and WAV included; see `fileType`).
     public let container: MovieContainer

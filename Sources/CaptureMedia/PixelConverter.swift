@@ -3,7 +3,7 @@ import CaptureCore
 
 /// Pixel format and size conversion through libswscale, between pixel buffers.
 /// Confined to one thread at a time.
-public final class PixelConverter: @unchecked Sendable {
+public final class PixelConverter {
     public let source: (format: PixelFormat, dimensions: Dimensions)
     public let destination: (format: PixelFormat, dimensions: Dimensions)
     private let context: OpaquePointer
@@ -41,7 +41,7 @@ public final class PixelConverter: @unchecked Sendable {
         var dstPlanes = [UnsafeMutablePointer<UInt8>?](repeating: nil, count: 4)
         var dstStrides = [Int32](repeating: 0, count: 4)
         for p in 0..<output.planeCount {
-            dstPlanes[p] = output.baseAddress(ofPlane: p).assumingMemoryBound(to: UInt8.self)
+            dstPlanes[p] = output.producerBaseAddress(ofPlane: p).assumingMemoryBound(to: UInt8.self)
             dstStrides[p] = Int32(output.bytesPerRow[p])
         }
         let rows = sws_scale(context, srcPlanes, srcStrides, 0, Int32(input.height), dstPlanes, dstStrides)

@@ -26,7 +26,7 @@ public enum PixelRotator {
             rotatePlane(src: input.baseAddress(ofPlane: plane).assumingMemoryBound(to: UInt8.self),
                         srcStride: input.bytesPerRow[plane], width: w, height: h,
                         bytesPerPixel: isChroma ? chromaBytes : 1,
-                        dst: output.baseAddress(ofPlane: plane).assumingMemoryBound(to: UInt8.self),
+                        dst: output.producerBaseAddress(ofPlane: plane).assumingMemoryBound(to: UInt8.self),
                         dstStride: output.bytesPerRow[plane], angle: angle, mirrored: mirrored)
         }
     }

@@ -46,7 +46,7 @@ public enum RealtimeEncodingPolicy {
         return (0..<count).map { n in
             let buffer = PixelBuffer(format: .yuv420, width: d.width, height: d.height)
             for plane in 0..<buffer.planeCount {
-                let base = buffer.baseAddress(ofPlane: plane).assumingMemoryBound(to: UInt8.self)
+                let base = buffer.producerBaseAddress(ofPlane: plane).assumingMemoryBound(to: UInt8.self)
                 let rows = buffer.planeRows[plane], stride = buffer.bytesPerRow[plane]
                 for row in 0..<rows {
                     let line = base + row * stride

@@ -63,7 +63,7 @@ public struct VideoEncoderSettings: Sendable, Hashable {
 }
 
 /// H.264 encoding of pixel buffers. Confined to one thread at a time (its writer's lock).
-final class VideoEncoder: @unchecked Sendable {
+final class VideoEncoder {
     let settings: VideoEncoderSettings
     let owner: CodecContextOwner
     var context: UnsafeMutablePointer<AVCodecContext> { owner.context }
@@ -224,7 +224,8 @@ enum PixelBufferFrames {
         frame.pointee.width = Int32(buffer.width)
         frame.pointee.height = Int32(buffer.height)
         let opaque = Unmanaged.passRetained(buffer).toOpaque()
-        let base = buffer.baseAddress(ofPlane: 0).assumingMemoryBound(to: UInt8.self)
+        // AVFrame's fields are not const; the encoder only reads a published frame.
+        let base = UnsafeMutableRawPointer(mutating: buffer.baseAddress(ofPlane: 0)).assumingMemoryBound(to: UInt8.self)
         let size = buffer.allocationSize
         guard let reference = av_buffer_create(base, size, { opaque, _ in
             if let opaque { Unmanaged<PixelBuffer>.fromOpaque(opaque).release() }
@@ -236,7 +237,7 @@ enum PixelBufferFrames {
         withUnsafeMutableBytes(of: &frame.pointee.data) { data in
             let pointers = data.bindMemory(to: UnsafeMutablePointer<UInt8>?.self)
             for plane in 0..<buffer.planeCount {
-                pointers[plane] = buffer.baseAddress(ofPlane: plane).assumingMemoryBound(to: UInt8.self)
+                pointers[plane] = UnsafeMutableRawPointer(mutating: buffer.baseAddress(ofPlane: plane)).assumingMemoryBound(to: UInt8.self)
             }
         }
         withUnsafeMutableBytes(of: &frame.pointee.linesize) { sizes in

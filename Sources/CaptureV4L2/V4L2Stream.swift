@@ -256,7 +256,7 @@ final class V4L2Stream: DriverStream, @unchecked Sendable {
             default: pitch = bytesPerLine
             }
             guard offset + pitch * (g.rows - 1) + g.bytesPerRow <= used else { return nil }
-            let destination = out.baseAddress(ofPlane: plane)
+            let destination = out.producerBaseAddress(ofPlane: plane)
             let stride = out.bytesPerRow[plane]
             for row in 0..<g.rows {
                 (destination + row * stride).copyMemory(from: source + offset + row * pitch, byteCount: g.bytesPerRow)

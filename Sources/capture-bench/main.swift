@@ -40,7 +40,7 @@ final class FrameCollector: VideoDataOutputSampleBufferDelegate {
         guard let pixels = sample.pixelBuffer else { return }
         let copy = PixelBuffer(format: pixels.format, width: pixels.width, height: pixels.height)
         for plane in 0..<pixels.planeCount {
-            copy.baseAddress(ofPlane: plane).copyMemory(from: pixels.baseAddress(ofPlane: plane),
+            copy.producerBaseAddress(ofPlane: plane).copyMemory(from: pixels.baseAddress(ofPlane: plane),
                                                         byteCount: pixels.bytesPerRow[plane] * pixels.planeRows[plane])
         }
         frames.withLock { $0.append(copy) }
@@ -192,7 +192,7 @@ struct Rows {
             let audioFormat = AudioStreamFormat(sampleRate: 48_000, channelCount: 1, sampleFormat: .float32)
             let audio: [AudioPCMBuffer] = (0..<(frameCount * 1600 / 1024 + 2)).map { n in
                 let b = AudioPCMBuffer(format: audioFormat, frameCapacity: 1024)
-                b.withMutableBytes { tone.fill($0.baseAddress!.assumingMemoryBound(to: Float.self), first: Int64(n * 1024), count: 1024, channels: 1) }
+                b.withProducerBytes { tone.fill($0.baseAddress!.assumingMemoryBound(to: Float.self), first: Int64(n * 1024), count: 1024, channels: 1) }
                 return b
             }
             var paths: [String] = []

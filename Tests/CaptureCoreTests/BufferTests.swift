@@ -42,13 +42,51 @@ import Testing
         _ = held
     }
 
-    @Test func audioBufferConvertsInt16ToFloat() {
+    @Test func audioBufferConvertsInt16ToFloat() throws {
         let buffer = AudioPCMBuffer(format: AudioStreamFormat(sampleRate: 8000, channelCount: 1, sampleFormat: .int16), frameCapacity: 2)
-        buffer.withMutableBytes { raw in
+        try buffer.withMutableBytes { raw in
             let p = raw.bindMemory(to: Int16.self)
             p[0] = 16384
             p[1] = -32768
         }
         #expect(buffer.floatSamples() == [0.5, -1])
+    }
+}
+
+/// Mutable, then published: once a SampleBuffer holds a buffer its bytes are read-only, and every
+/// write call says so with a typed error instead of changing what other threads are reading.
+@Suite struct PublishedBufferTests {
+    @Test func aPublishedPixelBufferRefusesWritesAndKeepsItsPixels() throws {
+        let buffer = PixelBuffer(format: .yuv420, width: 16, height: 16)
+        _ = try buffer.withMutablePlane(0) { $0.initializeMemory(as: UInt8.self, repeating: 77) }
+        #expect(!buffer.isPublished)
+        let sample = SampleBuffer(payload: .pixels(buffer), formatDescription: .video(pixelFormat: .yuv420, dimensions: Dimensions(width: 16, height: 16)),
+                                  presentationTime: .zero, duration: MediaTime(value: 1, timescale: 30), sequenceNumber: 0)
+        #expect(sample.pixelBuffer?.isPublished == true)
+        #expect(throws: CaptureError.self) { try buffer.withMutablePlane(0) { $0[0] = 1 } }
+        #expect(throws: CaptureError.self) { _ = try buffer.mutableBaseAddress(ofPlane: 1) }
+        let bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: 4, alignment: 1)
+        defer { bytes.deallocate() }
+        #expect(throws: CaptureError.self) { try buffer.setCompressedData(UnsafeRawBufferPointer(bytes)) }
+        do {
+            try buffer.withMutablePlane(0) { $0[0] = 1 }
+        } catch {
+            guard case .invalidState(let message) = error else { Issue.record("expected invalidState, got \(error)"); return }
+            #expect(message.contains("read-only"))
+        }
+        #expect(buffer.withPlane(0) { $0[0] } == 77)
+    }
+
+    @Test func aPublishedAudioBufferRefusesWrites() throws {
+        let buffer = AudioPCMBuffer(format: AudioStreamFormat(sampleRate: 48000, channelCount: 1, sampleFormat: .int16), frameCapacity: 4)
+        _ = try buffer.withMutableBytes { $0.initializeMemory(as: UInt8.self, repeating: 9) }
+        try buffer.setFrameLength(2)
+        _ = SampleBuffer(payload: .audio(buffer), formatDescription: .audio(buffer.format), presentationTime: .zero,
+                         duration: MediaTime(value: 2, timescale: 48000), sequenceNumber: 0)
+        #expect(buffer.isPublished)
+        #expect(throws: CaptureError.self) { try buffer.withMutableBytes { $0[0] = 0 } }
+        #expect(throws: CaptureError.self) { try buffer.setFrameLength(4) }
+        #expect(buffer.frameLength == 2)
+        #expect(buffer.withBytes { $0[0] } == 9)
     }
 }

@@ -136,14 +136,14 @@ import Testing
         #expect(!recorder.deleteRecording() || !FileManager.default.fileExists(atPath: "\(dir)/r.wav"))
     }
 
-    @Test func timesAndBuffersWithNonsenseValues() {
+    @Test func timesAndBuffersWithNonsenseValues() throws {
         #expect(!MediaTime(value: 1, timescale: 0).isValid)
         #expect(!MediaTime(value: 1, timescale: -30).isValid)
         #expect(!MediaTime(seconds: 1, preferredTimescale: 0).isValid)
         let buffer = AudioPCMBuffer(format: AudioStreamFormat(sampleRate: 48_000, channelCount: 1, sampleFormat: .int16), frameCapacity: 10)
-        buffer.setFrameLength(99)
+        try buffer.setFrameLength(99)
         #expect(buffer.frameLength == 10)
-        buffer.setFrameLength(-1)
+        try buffer.setFrameLength(-1)
         #expect(buffer.frameLength == 0)
         #expect(buffer.withFloatSamples { $0.count } == 0)   // not float: empty, not a trap
     }

@@ -421,7 +421,7 @@ enum AssetTestSupport {
                 let n = next.withLock { n -> Int in defer { n += 1 }; return n }
                 if n == 20 { input.markAsFinished(); break }
                 let buffer = AudioPCMBuffer(format: format, frameCapacity: 800)
-                buffer.withMutableBytes { raw in
+                buffer.withProducerBytes { raw in
                     let p = raw.bindMemory(to: Int16.self)
                     for i in 0..<800 { p[i] = Int16(truncatingIfNeeded: (n * 800 + i) % 20_000 - 10_000) }
                 }

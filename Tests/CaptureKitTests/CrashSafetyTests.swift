@@ -24,7 +24,7 @@ import Testing
             // Then 0 to 1.2 s of wall time: from the first fragment to late in the recording.
             let delay = Double(random.next() % 1200) / 1000
             try await Task.sleep(for: .milliseconds(Int(delay * 1000)))
-            kill(process.processIdentifier, SIGKILL)
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }  // an exited PID may be reused
             process.waitUntilExit()
 
             let decode = try TestSupport.run("ffmpeg", ["-v", "error", "-i", path, "-f", "null", "-"])
@@ -158,9 +158,17 @@ import Testing
     /// with every other test and woke a sleeper 100 s late under load), and the exit is awaited
     /// through the termination handler, never by blocking a Dispatch worker: two blocked workers
     /// starved the global queue Foundation needs to report the exit, and three tests hung.
+    ///
+    /// A process that already exited is not signalled: its PID may belong to another process by
+    /// then (pid_max is 32 768 here, and the suite starts thousands of ffmpeg and GStreamer
+    /// processes) — a late kill once hit a `gst-launch-1.0` another test was running.
     static func run(_ process: Process, killAfter seconds: Double, onKill: @escaping @Sendable () -> Void) async throws {
+        let exited = Locked(false)
         try await withCheckedThrowingContinuation { (done: CheckedContinuation<Void, any Error>) in
-            process.terminationHandler = { _ in done.resume() }
+            process.terminationHandler = { _ in
+                exited.withLock { $0 = true }
+                done.resume()
+            }
             do {
                 try process.run()
             } catch {
@@ -171,7 +179,7 @@ import Testing
             let pid = process.processIdentifier
             DispatchQueue.global().asyncAfter(deadline: .now() + seconds) {
                 onKill()
-                kill(pid, SIGKILL)
+                exited.withLock { gone in if !gone && process.isRunning { kill(pid, SIGKILL) } }
             }
         }
     }

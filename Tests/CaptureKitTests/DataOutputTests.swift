@@ -317,7 +317,7 @@ private final class AudioCollector: AudioDataOutputSampleBufferDelegate {
 /// memories ever appear, and the pool allocates nothing after warm-up.
 @Suite struct SteadyStateAllocationTests {
     private final class AddressCounter: VideoDataOutputSampleBufferDelegate {
-        let addresses = Locked<[UnsafeMutableRawPointer: Int]>([:])
+        let addresses = Locked<[UnsafeRawPointer: Int]>([:])
         let count = Locked(0)
         /// The camera pool's allocation count after frame 50 and after the last frame.
         let allocations = Locked<(warm: Int?, last: Int?)>((nil, nil))

@@ -19,7 +19,7 @@ import Testing
         for n in 0..<frames {
             let buffer = try #require(pool.makeBuffer())
             for (plane, g) in format.planes(width: size.width, height: size.height).enumerated() {
-                buffer.withMutablePlane(plane) { raw in
+                try buffer.withMutablePlane(plane) { raw in
                     for row in 0..<g.rows {
                         for x in 0..<g.bytesPerRow {
                             raw[row * buffer.bytesPerRow[plane] + x] = UInt8(truncatingIfNeeded: x * 3 + row * 5 + n * 7 + plane * 50 + (x * row) % 11)

@@ -86,7 +86,7 @@ import Testing
         var output: [Float] = []
         for chunk in 0..<40 {
             let buffer = AudioPCMBuffer(format: input, frameCapacity: 1_000)
-            buffer.withMutableBytes { raw in
+            try buffer.withMutableBytes { raw in
                 let p = raw.bindMemory(to: Int16.self)
                 for n in 0..<1_000 {
                     let v = Int16(tone.sample(Int64(chunk * 1_000 + n)) * 32767)

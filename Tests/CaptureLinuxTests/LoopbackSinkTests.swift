@@ -107,7 +107,7 @@ final class FakeLoopback: V4L2System, @unchecked Sendable {
     func frame(_ format: PixelFormat) -> PixelBuffer {
         let buffer = PixelBuffer(format: format, width: size.width, height: size.height)
         for plane in 0..<buffer.planeCount {
-            buffer.withMutablePlane(plane) { bytes in
+            buffer.withProducerPlane(plane) { bytes in
                 for row in 0..<buffer.planeRows[plane] {
                     for x in 0..<buffer.bytesPerRow[plane] {
                         bytes[row * buffer.bytesPerRow[plane] + x] = plane == 0 ? UInt8(row) : UInt8(100 + plane)
