@@ -409,9 +409,10 @@ final class WriterEngine: @unchecked Sendable {
     private var finishedEmpty: Set<ObjectIdentifier> = []
     private var scaler: FrameScaler?
     private var frameDuration = MediaTime(value: 1, timescale: 30)
-    private var lastTicks: Int64 = -1
+    private var hasVideoTrack = false
     private var audioFormat: AudioStreamFormat?
-    private var audioSamplesWritten: Int64 = 0
+    /// Where samples go in the file (from the session start), made with the first written sample.
+    private var timeline: RecordingTimeline?
     private var discarded = false
 
     init(path: String, fileType: MediaFileType) {
@@ -467,6 +468,7 @@ final class WriterEngine: @unchecked Sendable {
                 s.profile = settings.profile
                 s.level = settings.level
                 video = s
+                hasVideoTrack = true
                 scaler = FrameScaler(output: settings.dimensions, mode: settings.scalingMode)
             case (.audio(let stream), _, let settings):
                 audioFormat = stream
@@ -488,41 +490,28 @@ final class WriterEngine: @unchecked Sendable {
 
     private func write(_ sample: SampleBuffer, input: AssetWriterInput) throws(CaptureError) {
         guard let movie, let start = sessionStart else { return }
+        var timeline = self.timeline ?? RecordingTimeline(
+            origin: start, videoTick: hasVideoTrack ? TrackTimeBase.fine(for: frameDuration) : nil,
+            audioRate: audioFormat.map { Int32($0.sampleRate) })
+        // The session window: a sample at T plays at T − start; the file ends at the session's end.
+        timeline.end = sessionEnd.map { $0 - start } ?? .invalid
+        defer { self.timeline = timeline }
         switch sample.payload {
         case .pixels(let pixels):
-            let t = sample.presentationTime
-            if t < start { return }  // before the session: not presented
-            if let end = sessionEnd, t >= end { return }
             // Fine ticks (1/90000 s for common rates): each frame keeps its own presentation time.
-            let ticks = TrackTimeBase.ticks(t - start, in: TrackTimeBase.fine(for: frameDuration))
-            guard ticks > lastTicks else {
-                throw .invalidArgument("the frame at \(t.seconds) s is not after the previous frame; append video in presentation order")
+            guard case .write(let slot) = timeline.placeVideo(at: sample.presentationTime) else { return }
+            guard !slot.isNudged else {
+                throw .invalidArgument("the frame at \(sample.presentationTime.seconds) s is not after the previous frame; append video in presentation order")
             }
-            lastTicks = ticks
+            timeline.didWriteVideo(slot, duration: sample.duration)
             guard let scaler else { return }
-            try movie.appendVideo(try scaler.scale(pixels), frameIndex: ticks)
+            try movie.appendVideo(try scaler.scale(pixels), frameIndex: slot.tick)
         case .audio(let buffer):
-            guard let format = audioFormat else { return }
-            let rate = Double(format.sampleRate)
-            // Sample positions relative to the session start; gaps become silence, overlaps are cut.
-            let first = Int64(((sample.presentationTime - start).seconds * rate).rounded())
-            var from = max(first, audioSamplesWritten) - first
-            var to = Int64(buffer.frameLength)
-            if let end = sessionEnd { to = min(to, Int64(((end - start).seconds * rate).rounded()) - first) }
-            from = max(from, -first)
-            guard to > from else { return }
-            if first + from > audioSamplesWritten {
-                let gap = AudioPCMBuffer(format: format, frameCapacity: Int(first + from - audioSamplesWritten))
-                try movie.appendAudio(gap)
-                audioSamplesWritten += Int64(gap.frameLength)
-            }
-            let slice = from == 0 && to == Int64(buffer.frameLength) ? buffer : Self.slice(buffer, Int(from)..<Int(to))
-            try movie.appendAudio(slice)
-            audioSamplesWritten += Int64(slice.frameLength)
+            // Gaps become silence, overlaps are cut, nothing goes past the session's end.
+            let placement = timeline.placeAudio(at: sample.presentationTime, frameCount: buffer.frameLength)
+            try movie.appendAudio(buffer, as: placement, counting: &timeline)
         }
     }
-
-    static func slice(_ buffer: AudioPCMBuffer, _ range: Range<Int>) -> AudioPCMBuffer { buffer.copy(frames: range) }
 
     func finish() throws(CaptureError) {
         guard !discarded else { return }
