@@ -146,32 +146,19 @@ public final class MovieFileOutput: CaptureOutput {
     private struct Active {
         let request: Request
         let writer: MovieWriter
-        let startTime: MediaTime
-        /// The video track's tick (1/90000 s for common rates): the camera's own timestamps,
+        /// Where each sample goes in the file: from the first frame's PTS, with the paused spans
+        /// cut out. Its video tick is 1/90000 s for common rates, so the camera's own timestamps,
         /// jitter included, go into the file rather than being snapped to the frame grid.
-        let videoTick: MediaTime
-        let hasVideo: Bool
+        var timeline: RecordingTimeline
         /// Video frames are copied (`appendCompressedVideo`), not encoded.
         let passthrough: Bool
         let videoCodec: String?
-        let hasAudio: Bool
-        let audioRate: Int32
         var invalidFrames = 0
         var invalidFrameProblem: String?
-        var audioSamples: Int64 = 0
-        var lastVideoEnd: MediaTime
-        /// The last frame's tick: real devices' timestamps jitter, and two frames must never round
-        /// to the same tick (the muxer refuses non-increasing timestamps).
-        var lastTicks: Int64 = -1
-        /// Session time cut out by pauses; file time = PTS − start − pausedTotal.
-        var pausedTotal = MediaTime.zero
-        /// With video, the newest audio that arrived while paused: the buffer that straddles the
-        /// resuming frame's PTS comes before that frame, and its part from that PTS on belongs in the file.
+        /// With video, the newest audio that arrived while paused (the timeline says which to
+        /// hold): the buffer that straddles the resuming frame's PTS comes before that frame, and
+        /// its part from that PTS on belongs in the file.
         var pausedAudio: [SampleBuffer] = []
-
-        var fileStart: MediaTime { startTime + pausedTotal }
-        /// Media written so far.
-        var duration: MediaTime { hasVideo ? lastVideoEnd - fileStart : MediaTime(value: audioSamples, timescale: audioRate) }
     }
 
     private enum Phase {
@@ -473,8 +460,7 @@ public final class MovieFileOutput: CaptureOutput {
                 guard let active = w.active else { return .ignore }
                 guard s.isPaused else { return .write(.open, Limits(s)) }
                 // Resume on a video frame (on audio for audio-only files).
-                let resumes = sample.mediaType == .video ? active.hasVideo : active.hasAudio && !active.hasVideo
-                guard s.resumeRequested && resumes else { return .write(.closed, Limits(s)) }
+                guard s.resumeRequested && active.timeline.resumes(on: sample.mediaType) else { return .write(.closed, Limits(s)) }
                 s.isPaused = false
                 s.resumeRequested = false
                 return .write(.resume, Limits(s))
@@ -537,7 +523,7 @@ public final class MovieFileOutput: CaptureOutput {
     }
 
     private func publishProgress(of active: Active) {
-        let progress = (active.duration, active.writer.bytesWritten)
+        let progress = (active.timeline.duration, active.writer.bytesWritten)
         state.withLock { s in
             if case .recording = s.phase { s.progress = progress }
         }
@@ -636,68 +622,68 @@ public final class MovieFileOutput: CaptureOutput {
         }
         let writer = try MovieWriter(path: request.path, container: container, video: videoSettings,
                                      videoPassthrough: passthroughSettings, audio: audioSettings, options: options)
-        return Active(request: request, writer: writer, startTime: sample.presentationTime,
-                      videoTick: TrackTimeBase.fine(for: frameDuration),
-                      hasVideo: videoSettings != nil || passthroughSettings != nil, passthrough: passthroughSettings != nil,
-                      videoCodec: videoCodec, hasAudio: audioSettings != nil, audioRate: rate,
-                      lastVideoEnd: sample.presentationTime)
+        let hasVideo = videoSettings != nil || passthroughSettings != nil
+        let timeline = RecordingTimeline(origin: sample.presentationTime,
+                                         videoTick: hasVideo ? TrackTimeBase.fine(for: frameDuration) : nil,
+                                         audioRate: audioSettings != nil ? rate : nil)
+        return Active(request: request, writer: writer, timeline: timeline,
+                      passthrough: passthroughSettings != nil, videoCodec: videoCodec)
     }
 
-    /// Writes one sample; returns `.stop` when a limit is reached or writing failed.
+    /// Writes one sample where the timeline puts it; returns `.stop` when a limit is reached or
+    /// writing failed.
     private func write(_ sample: SampleBuffer, into active: inout Active, gate: PauseGate, limits: Limits) -> Outcome? {
+        active.timeline.end = limits.duration
+        switch gate {
+        case .open: break
+        case .closed: active.timeline.pause()
+        case .resume:
+            // The paused span, from where the file stopped to this sample, is cut (for audio too, to
+            // the sample): the file continues seamlessly with this sample.
+            active.timeline.resume(at: sample.presentationTime)
+        }
         do throws(CaptureError) {
             switch sample.payload {
             case .pixels(let buffer):
-                guard active.hasVideo, gate != .closed else { return nil }
                 if gate == .resume {
-                    // Resume: the paused span (from the last written frame's end to this frame) is cut,
-                    // for audio too, to the sample: audio continues from this frame's PTS.
-                    active.pausedTotal += sample.presentationTime - active.lastVideoEnd
+                    // The held audio straddling this frame's PTS gives the file its samples from that PTS on.
                     let held = active.pausedAudio
                     active.pausedAudio = []
                     for audio in held {
-                        if case .audio(let samples) = audio.payload { try writeAudio(audio, samples, into: &active, limit: limits.duration) }
+                        if case .audio(let samples) = audio.payload { try writeAudio(audio, samples, into: &active) }
                     }
                 }
-                let fileTime = sample.presentationTime - active.fileStart
-                if limits.duration.isNumeric && fileTime >= limits.duration {
-                    return .stop(.recordingLimitReached(.maximumDuration), reason: "maximumDuration")
+                let slot: RecordingTimeline.VideoSlot
+                switch active.timeline.placeVideo(at: sample.presentationTime) {
+                case .write(let placed): slot = placed
+                case .pastEnd: return .stop(.recordingLimitReached(.maximumDuration), reason: "maximumDuration")
+                case .paused, .beforeStart, .noTrack: return nil
                 }
-                let ticks = max(TrackTimeBase.ticks(fileTime, in: active.videoTick), active.lastTicks + 1)
                 if active.passthrough {
                     do {
-                        try active.writer.appendCompressedVideo(buffer, frameIndex: ticks)
+                        try active.writer.appendCompressedVideo(buffer, frameIndex: slot.tick)
                     } catch .invalidCompressedFrame(let problem) {
                         // A damaged frame (truncated on the bus, say) is left out and counted; the
                         // previous frame shows until the next good one, whose PTS is unchanged.
                         active.invalidFrames += 1
-                        active.invalidFrameProblem = active.invalidFrameProblem ?? "frame at \(fileTime.seconds) s: \(problem)"
+                        active.invalidFrameProblem = active.invalidFrameProblem ?? "frame at \(slot.fileTime.seconds) s: \(problem)"
                         return nil
                     }
                 } else {
-                    try active.writer.appendVideo(buffer, frameIndex: ticks)
+                    try active.writer.appendVideo(buffer, frameIndex: slot.tick)
                 }
-                active.lastTicks = ticks
-                active.lastVideoEnd = sample.presentationTime + sample.duration
+                active.timeline.didWriteVideo(slot, duration: sample.duration)
             case .audio(let buffer):
-                guard active.hasAudio else { return nil }
+                guard active.timeline.hasAudio else { return nil }
                 if gate == .closed {
-                    guard active.hasVideo else { return nil }
-                    // Paused with video: audio runs on to the paused video's end (the last written
+                    // Paused: with video, audio runs on to the paused video's end (the last written
                     // frame's), sample-accurately; the newest buffers wait for the resuming frame.
-                    let pausedAt = active.lastVideoEnd - active.fileStart
-                    try writeAudio(sample, buffer, into: &active, limit: limits.duration.isNumeric ? min(limits.duration, pausedAt) : pausedAt)
-                    active.pausedAudio = Array((active.pausedAudio + [sample]).suffix(4))
+                    let held = try writeAudio(sample, buffer, into: &active)
+                    if held { active.pausedAudio = Array((active.pausedAudio + [sample]).suffix(4)) }
                     return nil
                 }
-                if gate == .resume {
-                    // Audio-only files resume on audio.
-                    let written = active.fileStart + MediaTime(value: active.audioSamples, timescale: active.audioRate)
-                    active.pausedTotal += sample.presentationTime - written
-                }
-                try writeAudio(sample, buffer, into: &active, limit: limits.duration)
-                if !active.hasVideo, limits.duration.isNumeric,
-                   MediaTime(value: active.audioSamples, timescale: active.audioRate) >= limits.duration {
+                try writeAudio(sample, buffer, into: &active)
+                if active.timeline.audioReachedEnd {
                     return .stop(.recordingLimitReached(.maximumDuration), reason: "maximumDuration")
                 }
             }
@@ -707,32 +693,21 @@ public final class MovieFileOutput: CaptureOutput {
         return checkSizeAndSpace(active, limits)
     }
 
-    /// Audio is one continuous run from the file's start: overlap is cut, gaps become silence,
-    /// so every sample lands at its own PTS relative to the first video frame.
-    private func writeAudio(_ sample: SampleBuffer, _ buffer: AudioPCMBuffer, into active: inout Active,
-                            limit: MediaTime) throws(CaptureError) {
-        let rate = active.audioRate
-        let expected = active.fileStart + MediaTime(value: active.audioSamples, timescale: rate)
-        let end = limit.isNumeric ? active.fileStart + limit : MediaTime.positiveInfinity
-        let gap = Int(((sample.presentationTime - expected).seconds * Double(rate)).rounded())
-        let room = end.isNumeric ? Int(((end - expected).seconds * Double(rate)).rounded()) : Int.max
-        if gap > 0, room > 0 {
-            let silence = AudioPCMBuffer(format: buffer.format, frameCapacity: min(gap, room))
-            try active.writer.appendAudio(silence)
-            active.audioSamples += Int64(silence.frameLength)
-        }
-        let from = max(active.fileStart + MediaTime(value: active.audioSamples, timescale: rate), active.fileStart)
-        if let trimmed = trim(buffer, at: sample.presentationTime, from: from, to: end) {
-            try active.writer.appendAudio(trimmed)
-            active.audioSamples += Int64(trimmed.frameLength)
-        }
+    /// Writes what the timeline takes of an audio buffer: audio is one continuous run from the
+    /// file's start (overlap cut, gaps silent), so every sample lands at its own PTS relative to the
+    /// first video frame. Returns whether the buffer is to be held for a resume.
+    @discardableResult
+    private func writeAudio(_ sample: SampleBuffer, _ buffer: AudioPCMBuffer, into active: inout Active) throws(CaptureError) -> Bool {
+        let placement = active.timeline.placeAudio(at: sample.presentationTime, frameCount: buffer.frameLength)
+        try active.writer.appendAudio(buffer, as: placement, counting: &active.timeline)
+        return placement.holdForResume
     }
 
     /// The size and free-space limits, checked after every written sample.
     private func checkSizeAndSpace(_ active: Active, _ limits: Limits) -> Outcome? {
         if limits.fileSize > 0 {
             // Keep room for what finishing adds: the last packets and the index (~32 bytes a sample).
-            let samples = Int64(active.writer.videoFramesWritten) + active.audioSamples / 1024
+            let samples = Int64(active.writer.videoFramesWritten) + active.timeline.audioSamples / 1024
             let reserve = 4096 + samples * 32 + active.writer.bytesWritten / max(1, Int64(active.writer.videoFramesWritten) + 1)
             if active.writer.bytesWritten + reserve >= limits.fileSize {
                 return .stop(.recordingLimitReached(.maximumFileSize), reason: "maximumFileSize")
@@ -742,27 +717,6 @@ public final class MovieFileOutput: CaptureOutput {
             return .stop(.recordingLimitReached(.diskFull), reason: "diskFull")
         }
         return nil
-    }
-
-    /// The part of an audio buffer inside [start, end), sample-accurately; nil when none is.
-    private func trim(_ buffer: AudioPCMBuffer, at pts: MediaTime, from start: MediaTime, to end: MediaTime) -> AudioPCMBuffer? {
-        let rate = buffer.format.sampleRate
-        let count = buffer.frameLength
-        func samples(_ t: MediaTime) -> Int {
-            Int(((t - pts).seconds * Double(rate)).rounded())
-        }
-        let first = max(0, samples(start))
-        let last = end.isNumeric ? min(count, samples(end)) : count
-        if first == 0 && last == count { return buffer }
-        guard last > first else { return nil }
-        let out = AudioPCMBuffer(format: buffer.format, frameCapacity: last - first)
-        let bytesPerFrame = buffer.format.bytesPerFrame
-        buffer.withBytes { src in
-            out.withMutableBytes { dst in
-                dst.copyMemory(from: UnsafeRawBufferPointer(rebasing: src[(first * bytesPerFrame)..<(last * bytesPerFrame)]))
-            }
-        }
-        return out
     }
 
     /// Ends whatever is in progress: finalizes an active file, or fails a waiting request.
@@ -807,10 +761,10 @@ public final class MovieFileOutput: CaptureOutput {
                 usable = false
             }
             let size = (try? FileManager.default.attributesOfItem(atPath: active.request.path)[.size] as? Int64) ?? 0
-            var duration = active.hasVideo ? (active.lastVideoEnd - active.fileStart).seconds
-                : Double(active.audioSamples) / Double(active.audioRate)
+            let timeline = active.timeline
+            var duration = timeline.duration.seconds
             var videoFrames = active.writer.videoFramesWritten
-            var audioSamples = active.audioSamples
+            var audioSamples = timeline.audioSamples
             if let failure, failure.isWriteFailure {
                 // The file holds its complete fragments only: count what they hold.
                 let kept = active.writer.completePart
@@ -818,14 +772,14 @@ public final class MovieFileOutput: CaptureOutput {
                 usable = kept.seconds > 0
                 duration = kept.seconds
                 videoFrames = kept.videoFrames
-                audioSamples = min(audioSamples, Int64((kept.seconds * Double(active.audioRate)).rounded()))
+                audioSamples = min(audioSamples, Int64((kept.seconds * Double(timeline.audioRate ?? 1)).rounded()))
             }
             var summary = RecordingSummary(path: active.request.path, videoFrames: videoFrames,
                                            audioSamples: audioSamples, duration: duration, fileSize: size,
-                                           startTime: active.startTime.seconds)
+                                           startTime: timeline.origin.seconds)
             summary.stopReason = reason
             summary.fileIsUsable = usable
-            summary.pausedDuration = active.pausedTotal.seconds
+            summary.pausedDuration = timeline.pausedDuration.seconds
             summary.videoCodec = active.videoCodec
             summary.videoPassthrough = active.passthrough
             summary.invalidFramesSkipped = active.invalidFrames
