@@ -15,3 +15,17 @@ extension MovieWriter {
         timeline.didWriteAudio(placement.frames.count)
     }
 }
+
+extension AudioPCMBuffer {
+    /// A new buffer holding a copy of frames `range` of this one.
+    public func copy(frames range: Range<Int>) -> AudioPCMBuffer {
+        let out = AudioPCMBuffer(format: format, frameCapacity: range.count)
+        let bpf = format.bytesPerFrame
+        withBytes { src in
+            out.withMutableBytes { dst in
+                dst.baseAddress!.copyMemory(from: src.baseAddress! + range.lowerBound * bpf, byteCount: range.count * bpf)
+            }
+        }
+        return out
+    }
+}
