@@ -154,13 +154,12 @@ import Testing
         #expect(throws: CaptureError.self) {
             try device.makeStream(StreamConfiguration(format: format, frameDuration: duration, pace: .virtual))
         }
-        fake.state.withLock { $0.failStreamOn = true }
+        fake.inject(.streamOn, .ioError)
         let stream = try device.makeStream(StreamConfiguration(format: format, frameDuration: duration, pace: .realtime))
         #expect(throws: CaptureError.deviceStartFailed(device: "/dev/video0", reason: "VIDIOC_STREAMON: Input/output error")) {
             try stream.start(at: .zero)
         }
         // The failed start released the device: another stream can start once the fault is gone.
-        fake.state.withLock { $0.failStreamOn = false }
         let again = try device.makeStream(StreamConfiguration(format: format, frameDuration: duration, pace: .realtime))
         try again.start(at: .zero)
         again.stop()
@@ -176,7 +175,7 @@ import Testing
                                                                frameDuration: MediaTime(value: 1, timescale: 30), pace: .realtime))
         try stream.start(at: .zero)
         #expect(try stream.nextSample() != nil)
-        fake.state.withLock { $0.failDequeue = EIO }
+        fake.inject(.dequeueBuffer, .ioError)
         #expect(throws: CaptureError.deviceStartFailed(device: "/dev/video0", reason: "streaming failed: VIDIOC_DQBUF: Input/output error")) {
             try stream.nextSample()
         }
