@@ -7,9 +7,12 @@ import Synchronization
 ///
 /// Discovery runs on every call, so nodes that appear or vanish (hot-plug) show up the next time
 /// devices are listed. Nodes that cannot be opened are left out; opening one by ID reports why.
-public struct V4L2Driver: CaptureDriver {
+/// Drops and unplugs are posted to `events`, this driver instance's own center (a registry holding
+/// the driver forwards them to its `driverEvents`).
+public struct V4L2Driver: EventReportingDriver {
     /// Unique IDs are node paths, so the scheme is their common prefix.
     public let scheme = "/dev/video"
+    public let events = DeviceEventCenter()
     let system: any V4L2System
 
     /// The driver over the real kernel.
@@ -26,7 +29,7 @@ public struct V4L2Driver: CaptureDriver {
 
     public func openDevice(uniqueID: String) throws(CaptureError) -> any DriverDevice {
         let node = try V4L2Node.open(uniqueID, system: system)
-        return V4L2Device(node: node)
+        return V4L2Device(node: node, events: events)
     }
 }
 
@@ -91,6 +94,8 @@ final class V4L2Node: @unchecked Sendable {
 final class V4L2Device: DriverDevice {
     let node: V4L2Node
     let mappings: [V4L2ControlMapping]
+    /// The driver's event center.
+    let events: DeviceEventCenter
     private let state = Mutex(State())
 
     struct State {
@@ -98,8 +103,9 @@ final class V4L2Device: DriverDevice {
         var streaming = false
     }
 
-    init(node: V4L2Node) {
+    init(node: V4L2Node, events: DeviceEventCenter) {
         self.node = node
+        self.events = events
         mappings = V4L2ControlMapping.map(V4L2ControlMapping.query(node.system, fd: node.fd))
     }
 
@@ -113,7 +119,7 @@ final class V4L2Device: DriverDevice {
             defer { s.disconnected = true }
             return !s.disconnected
         }
-        if first { DeviceEventCenter.shared.post(.disconnected(deviceID: uniqueID)) }
+        if first { events.post(.disconnected(deviceID: uniqueID)) }
     }
 
     /// Claims the device for a stream (one at a time).

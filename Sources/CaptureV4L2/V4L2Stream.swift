@@ -178,14 +178,14 @@ final class V4L2Stream: DriverStream, @unchecked Sendable {
         if let last = lastSequence, b.sequence > last &+ 1 {
             let count = Int(b.sequence &- last &- 1)
             noteLoss(count, .discontinuity)
-            DeviceEventCenter.shared.post(.samplesDropped(deviceID: id, reason: .discontinuity, count: count, presentationTime: pts))
+            device.events.post(.samplesDropped(deviceID: id, reason: .discontinuity, count: count, presentationTime: pts))
         }
         lastSequence = b.sequence
         guard Int(b.index) < buffers.count, !b.flags.contains(.error),
               let pixels = convert(buffers[Int(b.index)].address, used: b.bytesUsed == 0 ? b.length : b.bytesUsed) else {
             // Outputs see a lost frame (AVFoundation's reasons have no "corrupt"); the event says why.
             noteLoss(1, .discontinuity)
-            DeviceEventCenter.shared.post(.samplesDropped(deviceID: id, reason: .corruptData, count: 1, presentationTime: pts))
+            device.events.post(.samplesDropped(deviceID: id, reason: .corruptData, count: 1, presentationTime: pts))
             return .again
         }
         defer { pendingLoss = nil }
