@@ -14,9 +14,11 @@ import Glibc
 /// Real-time streams read with hardware timestamps on CLOCK_MONOTONIC, the clock video uses;
 /// virtual-pace streams read as fast as the PCM gives samples and stamp PTS from the sample count
 /// (useful for PCMs with no clock, like `file` over `null`).
-public struct ALSADriver: CaptureDriver {
+public struct ALSADriver: EventReportingDriver {
     /// The prefix of card PCM names (`hw:…`).
     public let scheme = "hw"
+    /// This driver instance's center for overruns and unplugs.
+    public let events = DeviceEventCenter()
     /// Private configuration text (ALSA's syntax), or nil for the system configuration only.
     public let configuration: String?
     private let privateConfig: ALSAConfig?
@@ -64,7 +66,7 @@ public struct ALSADriver: CaptureDriver {
             if code == .accessDenied || code == .notPermitted { throw .deviceAccessDenied(uniqueID) }
             throw .deviceNotFound(uniqueID)
         }
-        return ALSADevice(description: description, config: config, system: probe.system)
+        return ALSADevice(description: description, config: config, system: probe.system, events: events)
     }
 }
 
@@ -165,17 +167,20 @@ final class ALSADevice: DriverDevice {
     let description: DeviceDescription
     let config: ALSAConfig?
     let system: any ALSASystem
+    let events: DeviceEventCenter
 
-    init(description: DeviceDescription, config: ALSAConfig?, system: any ALSASystem) {
+    init(description: DeviceDescription, config: ALSAConfig?, system: any ALSASystem, events: DeviceEventCenter) {
         self.description = description
         self.config = config
         self.system = system
+        self.events = events
     }
 
     func makeStream(_ configuration: StreamConfiguration) throws(CaptureError) -> any DriverStream {
         guard let format = configuration.format.audioFormat, description.formats.contains(configuration.format) else {
             throw .formatNotSupported("\(configuration.format.formatDescription) on \(description.uniqueID)")
         }
-        return ALSAStream(name: description.uniqueID, config: config, format: format, pace: configuration.pace, system: system)
+        return ALSAStream(name: description.uniqueID, config: config, format: format, pace: configuration.pace, system: system,
+                          events: events)
     }
 }

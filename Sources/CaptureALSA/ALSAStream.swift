@@ -26,6 +26,8 @@ final class ALSAStream: DriverStream, @unchecked Sendable {
     private let format: AudioStreamFormat
     private let pace: CapturePace
     private let system: any ALSASystem
+    /// The driver's event center (drops and unplugs).
+    private let events: DeviceEventCenter
     private let lock = NSLock()
     /// Set by stop() before it takes `lock`.
     private let stopRequested = Atomic<Bool>(false)
@@ -47,7 +49,9 @@ final class ALSAStream: DriverStream, @unchecked Sendable {
     private(set) var grantedPeriodFrames = 0
     private(set) var grantedBufferFrames = 0
 
-    init(name: String, config: ALSAConfig?, format: AudioStreamFormat, pace: CapturePace, system: any ALSASystem) {
+    init(name: String, config: ALSAConfig?, format: AudioStreamFormat, pace: CapturePace, system: any ALSASystem,
+         events: DeviceEventCenter) {
+        self.events = events
         self.name = name
         self.config = config
         self.format = format
@@ -61,7 +65,7 @@ final class ALSAStream: DriverStream, @unchecked Sendable {
     private func failure(_ error: ALSAError) -> CaptureError {
         switch error.code {
         case .noDevice:
-            DeviceEventCenter.shared.post(.disconnected(deviceID: name))
+            events.post(.disconnected(deviceID: name))
             return .deviceDisconnected(name)
         case .busy:
             return .deviceStartFailed(device: name, reason: "\(error.operation): the device is busy (another process is capturing)")
@@ -169,13 +173,13 @@ final class ALSAStream: DriverStream, @unchecked Sendable {
     private func recover(_ code: ALSAErrno) throws(CaptureError) {
         guard let pcm else { return }
         if code == .noDevice || system.state(pcm) == .disconnected {
-            DeviceEventCenter.shared.post(.disconnected(deviceID: name))
+            events.post(.disconnected(deviceID: name))
             throw .deviceDisconnected(name)
         }
         do {
             try system.recover(pcm, from: code, silent: true)
         } catch {
-            if error.code == .noDevice { DeviceEventCenter.shared.post(.disconnected(deviceID: name)); throw .deviceDisconnected(name) }
+            if error.code == .noDevice { events.post(.disconnected(deviceID: name)); throw .deviceDisconnected(name) }
             throw .deviceStartFailed(device: name, reason: "capture failed and could not recover: \(code)")
         }
         if code == .brokenPipe || code == .suspended {
@@ -186,7 +190,7 @@ final class ALSAStream: DriverStream, @unchecked Sendable {
 
     /// PTS for a read of `frames`. Samples lost before it (an overrun, a suspend) travel with the
     /// samples as `SampleBuffer.discontinuity` (reason `.discontinuity`), and are posted to the
-    /// `DeviceEventCenter` as `.overrun`:
+    /// driver's `DeviceEventCenter` as `.overrun`:
     /// - real time with hardware timestamps: the gap is measured on the clock and delivered as
     ///   silence first (PTS stay continuous and in sync); that silence carries the discontinuity, so
     ///   `didDrop` reports where the loss began and how many frames it held;
@@ -212,7 +216,7 @@ final class ALSAStream: DriverStream, @unchecked Sendable {
                 if xrun || abs(drift) > period {
                     let gap = Int((drift * Double(rate)).rounded())
                     if gap > 0 {
-                        DeviceEventCenter.shared.post(.samplesDropped(deviceID: name, reason: .overrun, count: gap, presentationTime: pts))
+                        events.post(.samplesDropped(deviceID: name, reason: .overrun, count: gap, presentationTime: pts))
                         let silence = makeSample(AudioPCMBuffer(format: format, frameCapacity: gap), pts: pts, first: framesDelivered,
                                                  discontinuity: Discontinuity(count: gap, reason: .discontinuity))
                         framesDelivered += Int64(gap)
@@ -237,7 +241,7 @@ final class ALSAStream: DriverStream, @unchecked Sendable {
             }
             if lost > 0 {
                 loss = Discontinuity(count: lost, reason: .discontinuity)
-                DeviceEventCenter.shared.post(.samplesDropped(deviceID: name, reason: .overrun, count: lost, presentationTime: pts))
+                events.post(.samplesDropped(deviceID: name, reason: .overrun, count: lost, presentationTime: pts))
             }
         }
         let sample = makeSample(buffer, pts: pts, first: framesDelivered, discontinuity: loss)

@@ -2,15 +2,26 @@ import Foundation
 
 /// Finds devices across the registered drivers (AVCaptureDevice.DiscoverySession's engine) and
 /// keeps one device object per connected device; hot-plug drivers' adds and removes become
-/// `DeviceEvent`s.
+/// `DeviceEvent`s, and what its drivers' devices report while streaming (drops, disconnection)
+/// reaches `driverEvents`.
 public final class DeviceRegistry: Sendable {
     public let drivers: [any CaptureDriver]
+    /// The `DriverEvent`s of this registry's drivers (those that are `EventReportingDriver`s), and
+    /// only theirs: each registry has its own center.
+    public let driverEvents = DeviceEventCenter()
+    /// The forwarding observers on the drivers' centers, removed when the registry goes.
+    private let forwarding: [(center: DeviceEventCenter, token: Int)]
     private let known = Locked<[String: CaptureDevice]>([:])
     private let events = EventBroadcaster<DeviceEvent>()
     private let observers = Locked<(next: Int, handlers: [Int: @Sendable (DeviceEvent) -> Void])>((0, [:]))
 
     public init(drivers: [any CaptureDriver]) {
         self.drivers = drivers
+        let mine = driverEvents
+        forwarding = drivers.compactMap { driver in
+            guard let reporting = driver as? any EventReportingDriver else { return nil }
+            return (reporting.events, reporting.events.addObserver { [weak mine] event in mine?.post(event) })
+        }
         for (index, driver) in drivers.enumerated() {
             guard let hotPlug = driver as? any HotPlugDriver else { continue }
             // The handler must not hold the driver: the driver keeps its handlers (the simulator's
@@ -21,6 +32,10 @@ public final class DeviceRegistry: Sendable {
                 self.handle(event, from: self.drivers[index])
             }
         }
+    }
+
+    deinit {
+        for (center, token) in forwarding { center.removeObserver(token) }
     }
 
     /// All devices present now, optionally of one media type, in driver order.

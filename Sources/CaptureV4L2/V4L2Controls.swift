@@ -190,30 +190,23 @@ struct V4L2ControlMapping: Sendable {
 
     /// Every control the node has (QUERYCTRL with NEXT_CTRL), without classes, disabled and
     /// compound/string controls.
-    static func query(_ system: any V4L2System, fd: Int32) -> [V4L2ControlInfo] {
+    static func query(_ system: any V4L2System, fd: V4L2FileDescriptor) -> [V4L2ControlInfo] {
         var infos: [V4L2ControlInfo] = []
-        var next = UInt32(V4L2_CTRL_FLAG_NEXT_CTRL)
-        while true {
-            var q = v4l2_queryctrl()
-            q.id = next
-            guard xioctl(system, fd, V4L2Request.queryControl, &q) == 0 else { break }
-            next = q.id | UInt32(V4L2_CTRL_FLAG_NEXT_CTRL)
+        var last: UInt32 = 0
+        while let q = try? system.queryControl(fd, id: last, next: true) {
+            last = q.id
             let usable: [UInt32] = [V4L2_CTRL_TYPE_INTEGER.rawValue, V4L2_CTRL_TYPE_BOOLEAN.rawValue, V4L2_CTRL_TYPE_MENU.rawValue,
                                     V4L2_CTRL_TYPE_BUTTON.rawValue, V4L2_CTRL_TYPE_INTEGER_MENU.rawValue]
             guard q.flags & UInt32(V4L2_CTRL_FLAG_DISABLED) == 0, usable.contains(q.type) else { continue }
             var menu: [(index: Int64, name: String)] = []
             if q.type == V4L2_CTRL_TYPE_MENU.rawValue || q.type == V4L2_CTRL_TYPE_INTEGER_MENU.rawValue, q.minimum >= 0 {
                 for i in q.minimum...max(q.minimum, q.maximum) {
-                    var m = v4l2_querymenu()
-                    m.id = q.id
-                    m.index = UInt32(i)
-                    guard xioctl(system, fd, V4L2Request.queryMenu, &m) == 0 else { continue }
-                    let name = q.type == V4L2_CTRL_TYPE_MENU.rawValue ? cString(m.name) : String(m.value)
-                    menu.append((Int64(i), name))
+                    guard let entry = try? system.queryMenu(fd, control: q.id, index: UInt32(i)) else { continue }
+                    menu.append((Int64(i), q.type == V4L2_CTRL_TYPE_MENU.rawValue ? entry.name : String(entry.value)))
                 }
             }
-            infos.append(V4L2ControlInfo(cid: q.id, name: cString(q.name), type: q.type, minimum: Int64(q.minimum),
-                                         maximum: Int64(q.maximum), step: Int64(q.step), defaultValue: Int64(q.default_value),
+            infos.append(V4L2ControlInfo(cid: q.id, name: q.name, type: q.type, minimum: Int64(q.minimum),
+                                         maximum: Int64(q.maximum), step: Int64(q.step), defaultValue: Int64(q.defaultValue),
                                          flags: q.flags, menu: menu))
         }
         return infos

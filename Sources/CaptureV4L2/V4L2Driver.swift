@@ -1,21 +1,24 @@
 import CaptureCore
-import CV4L2
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// The V4L2 camera backend: every single-planar streaming capture node under /dev, identified by
 /// its node path (`/dev/video0`), so `capture record --camera /dev/video0` names it directly.
 ///
 /// Discovery runs on every call, so nodes that appear or vanish (hot-plug) show up the next time
 /// devices are listed. Nodes that cannot be opened are left out; opening one by ID reports why.
-public struct V4L2Driver: CaptureDriver {
+/// Drops and unplugs are posted to `events`, this driver instance's own center (a registry holding
+/// the driver forwards them to its `driverEvents`).
+public struct V4L2Driver: EventReportingDriver {
     /// Unique IDs are node paths, so the scheme is their common prefix.
     public let scheme = "/dev/video"
-    public let system: any V4L2System
+    public let events = DeviceEventCenter()
+    let system: any V4L2System
 
-    public init(system: any V4L2System = LinuxV4L2System()) {
+    /// The driver over the real kernel.
+    public init() { self.init(system: LinuxV4L2System()) }
+
+    /// A driver over another `V4L2System` (host tests stand a fake kernel in).
+    init(system: any V4L2System) {
         self.system = system
     }
 
@@ -25,7 +28,7 @@ public struct V4L2Driver: CaptureDriver {
 
     public func openDevice(uniqueID: String) throws(CaptureError) -> any DriverDevice {
         let node = try V4L2Node.open(uniqueID, system: system)
-        return V4L2Device(node: node)
+        return V4L2Device(node: node, events: events)
     }
 }
 
@@ -35,12 +38,13 @@ final class V4L2Node: @unchecked Sendable {
     // Immutable after init; the descriptor itself is used from the device's callers and its
     // stream, and the kernel serialises ioctls on it.
     let path: String
-    let fd: Int32
+    let fd: V4L2FileDescriptor
     let system: any V4L2System
-    let capabilities: UInt32
+    let capabilities: V4L2CapabilityFlags
     let description: DeviceDescription
 
-    private init(path: String, fd: Int32, system: any V4L2System, capabilities: UInt32, description: DeviceDescription) {
+    private init(path: String, fd: V4L2FileDescriptor, system: any V4L2System, capabilities: V4L2CapabilityFlags,
+                 description: DeviceDescription) {
         self.path = path
         self.fd = fd
         self.system = system
@@ -51,26 +55,30 @@ final class V4L2Node: @unchecked Sendable {
     deinit { system.close(fd) }
 
     static func open(_ path: String, system: any V4L2System) throws(CaptureError) -> V4L2Node {
-        let fd = system.open(path)
-        if fd < 0 {
-            switch -fd {
-            case EACCES, EPERM: throw .deviceAccessDenied(path)
-            case ENOENT, ENODEV, ENXIO: throw .deviceNotFound(path)
-            default: throw .deviceNotFound("\(path) (\(errnoText(-fd)))")
+        let fd: V4L2FileDescriptor
+        do {
+            fd = try system.open(path)
+        } catch {
+            switch error {
+            case .accessDenied, .notPermitted: throw .deviceAccessDenied(path)
+            case .noSuchFile, .noDevice, .noSuchDeviceOrAddress: throw .deviceNotFound(path)
+            // A driver that allows one opener at a time, and another process has it.
+            case .busy: throw .deviceInUse(path)
+            default: throw .deviceNotFound("\(path) (\(error))")
             }
         }
-        var cap = v4l2_capability()
-        guard xioctl(system, fd, V4L2Request.querycap, &cap) == 0 else {
+        let cap: V4L2Capability
+        do { cap = try system.queryCapability(fd) } catch {
             system.close(fd)
             throw .deviceNotFound("\(path) (not a V4L2 device)")
         }
-        let caps = V4L2Formats.capabilities(cap)
+        let caps = cap.effective
         guard V4L2Formats.isVideoCapture(caps) else {
             system.close(fd)
             throw .deviceNotFound("\(path) (not a video capture node)")
         }
         let formats = V4L2Formats.enumerate(system, fd: fd)
-        let card = cString(cap.card), driver = cString(cap.driver), bus = cString(cap.bus_info)
+        let card = cap.card, driver = cap.driver, bus = cap.busInfo
         let description = DeviceDescription(
             uniqueID: path, localizedName: card.isEmpty ? path : card, modelID: "\(driver) \(bus)",
             mediaType: .video, position: .external, formats: formats,
@@ -78,18 +86,15 @@ final class V4L2Node: @unchecked Sendable {
         return V4L2Node(path: path, fd: fd, system: system, capabilities: caps, description: description)
     }
 
-    var supportsFrameDuration: Bool {
-        var parm = v4l2_streamparm()
-        parm.type = V4L2_BUF_TYPE_VIDEO_CAPTURE.rawValue
-        return xioctl(system, fd, V4L2Request.getParameters, &parm) == 0
-            && parm.parm.capture.capability & UInt32(V4L2_CAP_TIMEPERFRAME) != 0
-    }
+    var supportsFrameDuration: Bool { (try? system.getParameters(fd, type: .videoCapture))?.canSetTimePerFrame ?? false }
 }
 
 /// An opened camera: its controls and configuration priority, and the one stream it runs at a time.
 final class V4L2Device: DriverDevice {
     let node: V4L2Node
     let mappings: [V4L2ControlMapping]
+    /// The driver's event center.
+    let events: DeviceEventCenter
     private let state = Locked(State())
 
     struct State {
@@ -97,8 +102,9 @@ final class V4L2Device: DriverDevice {
         var streaming = false
     }
 
-    init(node: V4L2Node) {
+    init(node: V4L2Node, events: DeviceEventCenter) {
         self.node = node
+        self.events = events
         mappings = V4L2ControlMapping.map(V4L2ControlMapping.query(node.system, fd: node.fd))
     }
 
@@ -112,7 +118,7 @@ final class V4L2Device: DriverDevice {
             defer { s.disconnected = true }
             return !s.disconnected
         }
-        if first { DeviceEventCenter.shared.post(.disconnected(deviceID: uniqueID)) }
+        if first { events.post(.disconnected(deviceID: uniqueID)) }
     }
 
     /// Claims the device for a stream (one at a time).
@@ -127,15 +133,19 @@ final class V4L2Device: DriverDevice {
     func endStreaming() { state.withLock { $0.streaming = false } }
 
     /// Maps an errno from a configuration ioctl to the error the device model promises.
-    func failure(_ code: Int32, _ what: String) -> CaptureError {
+    func failure(_ code: V4L2Errno, _ what: String) -> CaptureError {
+        if code.meansDeviceGone { return disconnected() }
         switch code {
-        case ENODEV, ENXIO:
-            markDisconnected()
-            return .deviceDisconnected(uniqueID)
-        case EBUSY: return .lockedByAnotherClient(device: uniqueID, holder: "another process (V4L2 record priority)")
-        case EACCES, EPERM: return .invalidArgument("\(what) on \(uniqueID) is not permitted (read-only or inactive control)")
-        default: return .invalidArgument("\(what) on \(uniqueID) failed: \(errnoText(code))")
+        case .busy: return .lockedByAnotherClient(device: uniqueID, holder: "another process (V4L2 record priority)")
+        case .accessDenied, .notPermitted: return .invalidArgument("\(what) on \(uniqueID) is not permitted (read-only or inactive control)")
+        default: return .invalidArgument("\(what) on \(uniqueID) failed: \(code)")
         }
+    }
+
+    /// Marks the device gone and returns the error its calls end with.
+    func disconnected() -> CaptureError {
+        markDisconnected()
+        return .deviceDisconnected(uniqueID)
     }
 
     func makeStream(_ configuration: StreamConfiguration) throws(CaptureError) -> any DriverStream {
@@ -162,10 +172,9 @@ final class V4L2Device: DriverDevice {
     func value(of control: ControlID) throws(CaptureError) -> ControlValue {
         let m = try mapping(control)
         if m.isButton { return .bool(false) }
-        var c = v4l2_control(id: m.info.cid, value: 0)
-        let e = xioctl(node.system, node.fd, V4L2Request.getControl, &c)
-        guard e == 0 else { throw failure(e, "reading \(control)") }
-        return try m.value(fromRaw: Int64(c.value))
+        let raw: Int32
+        do { raw = try node.system.getControl(node.fd, id: m.info.cid) } catch { throw failure(error, "reading \(control)") }
+        return try m.value(fromRaw: Int64(raw))
     }
 
     func setValue(_ value: ControlValue, for control: ControlID) throws(CaptureError) {
@@ -173,21 +182,18 @@ final class V4L2Device: DriverDevice {
         let m = try mapping(control)
         let raw = try m.raw(from: value)
         if m.isButton && raw == 0 { return }
-        var c = v4l2_control(id: m.info.cid, value: Int32(clamping: raw))
-        let e = xioctl(node.system, node.fd, V4L2Request.setControl, &c)
-        guard e == 0 else { throw failure(e, "setting \(control) to \(value)") }
+        do { try node.system.setControl(node.fd, id: m.info.cid, value: Int32(clamping: raw)) } catch {
+            throw failure(error, "setting \(control) to \(value)")
+        }
     }
 
     // MARK: Configuration priority
 
     func acquireConfigurationPriority() throws(CaptureError) {
-        var priority = V4L2_PRIORITY_RECORD.rawValue
-        let e = xioctl(node.system, node.fd, V4L2Request.setPriority, &priority)
-        guard e == 0 else { throw failure(e, "VIDIOC_S_PRIORITY(RECORD)") }
+        do { try node.system.setPriority(node.fd, .record) } catch { throw failure(error, "VIDIOC_S_PRIORITY(RECORD)") }
     }
 
     func releaseConfigurationPriority() {
-        var priority = V4L2_PRIORITY_DEFAULT.rawValue
-        _ = xioctl(node.system, node.fd, V4L2Request.setPriority, &priority)
+        try? node.system.setPriority(node.fd, .default)
     }
 }

@@ -1,5 +1,4 @@
 import CaptureCore
-import CV4L2
 
 /// Device capabilities and formats as V4L2 reports them, mapped onto the device model.
 enum V4L2Formats {
@@ -13,27 +12,15 @@ enum V4L2Formats {
         Dimensions(width: 1920, height: 1080), Dimensions(width: 3840, height: 2160),
     ]
 
-    /// The effective capabilities: the node's own when the driver reports them (DEVICE_CAPS).
-    static func capabilities(_ cap: v4l2_capability) -> UInt32 {
-        cap.capabilities & UInt32(V4L2_CAP_DEVICE_CAPS) != 0 ? cap.device_caps : cap.capabilities
-    }
-
     /// True for single-planar video capture nodes that stream (not metadata, output, radio, touch).
-    static func isVideoCapture(_ caps: UInt32) -> Bool {
-        caps & UInt32(V4L2_CAP_VIDEO_CAPTURE) != 0 && caps & UInt32(V4L2_CAP_STREAMING) != 0
-    }
+    static func isVideoCapture(_ caps: V4L2CapabilityFlags) -> Bool { caps.isSuperset(of: [.videoCapture, .streaming]) }
 
     /// ENUM_FMT × ENUM_FRAMESIZES × ENUM_FRAMEINTERVALS for the formats the pipeline takes.
-    static func enumerate(_ system: any V4L2System, fd: Int32) -> [DeviceFormat] {
+    static func enumerate(_ system: any V4L2System, fd: V4L2FileDescriptor) -> [DeviceFormat] {
         var result: [DeviceFormat] = []
         var index: UInt32 = 0
-        while true {
-            var desc = v4l2_fmtdesc()
-            desc.index = index
-            desc.type = V4L2_BUF_TYPE_VIDEO_CAPTURE.rawValue
-            guard xioctl(system, fd, V4L2Request.enumFormat, &desc) == 0 else { break }
+        while let pixelFormat = try? system.enumerateFormat(fd, type: .videoCapture, index: index) {
             index += 1
-            let pixelFormat = PixelFormat(rawValue: desc.pixelformat)
             guard supported.contains(pixelFormat) else { continue }
             for size in frameSizes(system, fd: fd, pixelFormat: pixelFormat) {
                 let ranges = frameRateRanges(system, fd: fd, pixelFormat: pixelFormat, size: size)
@@ -44,65 +31,58 @@ enum V4L2Formats {
         return result
     }
 
-    static func frameSizes(_ system: any V4L2System, fd: Int32, pixelFormat: PixelFormat) -> [Dimensions] {
+    static func frameSizes(_ system: any V4L2System, fd: V4L2FileDescriptor, pixelFormat: PixelFormat) -> [Dimensions] {
         var sizes: [Dimensions] = []
         var index: UInt32 = 0
-        while true {
-            var fs = v4l2_frmsizeenum()
-            fs.index = index
-            fs.pixel_format = pixelFormat.rawValue
-            guard xioctl(system, fd, V4L2Request.enumFrameSizes, &fs) == 0 else { break }
-            if fs.type == V4L2_FRMSIZE_TYPE_DISCRETE.rawValue {
-                sizes.append(Dimensions(width: Int(fs.discrete.width), height: Int(fs.discrete.height)))
+        while let answer = try? system.enumerateFrameSize(fd, pixelFormat: pixelFormat, index: index) {
+            guard case .stepwise(let lo, let hi, let stepWidth, let stepHeight) = answer else {
+                if case .discrete(let size) = answer { sizes.append(size) }
                 index += 1
                 continue
             }
             // Stepwise or continuous: index 0 only; the two ends plus the common sizes that fit.
-            let s = fs.stepwise
-            let stepW = max(1, Int(s.step_width)), stepH = max(1, Int(s.step_height))
+            let stepW = max(1, stepWidth), stepH = max(1, stepHeight)
             let fits = { (d: Dimensions) -> Bool in
-                d.width >= Int(s.min_width) && d.width <= Int(s.max_width) && d.height >= Int(s.min_height)
-                    && d.height <= Int(s.max_height) && (d.width - Int(s.min_width)) % stepW == 0
-                    && (d.height - Int(s.min_height)) % stepH == 0
+                d.width >= lo.width && d.width <= hi.width && d.height >= lo.height && d.height <= hi.height
+                    && (d.width - lo.width) % stepW == 0 && (d.height - lo.height) % stepH == 0
             }
-            var candidates = [Dimensions(width: Int(s.min_width), height: Int(s.min_height))]
-            candidates += commonSizes.filter(fits)
-            candidates.append(Dimensions(width: Int(s.max_width), height: Int(s.max_height)))
+            let candidates = [lo] + commonSizes.filter(fits) + [hi]
             for d in candidates where !sizes.contains(d) { sizes.append(d) }
             break
         }
-        if sizes.isEmpty {
+        if sizes.isEmpty, let current = try? system.getFormat(fd, type: .videoCapture), current.pixelFormat == pixelFormat {
             // No ENUM_FRAMESIZES: the current size is the only one we can vouch for.
-            var f = v4l2_format()
-            f.type = V4L2_BUF_TYPE_VIDEO_CAPTURE.rawValue
-            if xioctl(system, fd, V4L2Request.getFormat, &f) == 0, f.fmt.pix.pixelformat == pixelFormat.rawValue {
-                sizes.append(Dimensions(width: Int(f.fmt.pix.width), height: Int(f.fmt.pix.height)))
-            }
+            sizes.append(current.dimensions)
         }
         return sizes
     }
 
-    static func duration(_ f: v4l2_fract) -> MediaTime? {
+    static func duration(_ f: V4L2Fraction) -> MediaTime? {
         guard f.numerator > 0, f.denominator > 0, f.denominator <= UInt32(Int32.max) else { return nil }
         return MediaTime(value: Int64(f.numerator), timescale: Int32(f.denominator))
     }
 
-    static func frameRateRanges(_ system: any V4L2System, fd: Int32, pixelFormat: PixelFormat, size: Dimensions) -> [FrameRateRange] {
+    /// A frame duration as a V4L2 fraction (both fit in UInt32 for any sane rate).
+    static func fraction(_ t: MediaTime) -> V4L2Fraction {
+        var num = t.value, den = Int64(t.timescale)
+        func gcd(_ a: Int64, _ b: Int64) -> Int64 { b == 0 ? a : gcd(b, a % b) }
+        let g = max(1, gcd(abs(num), abs(den)))
+        num /= g; den /= g
+        while num > Int64(UInt32.max) || den > Int64(UInt32.max) { num /= 2; den /= 2 }
+        return V4L2Fraction(numerator: UInt32(max(1, num)), denominator: UInt32(max(1, den)))
+    }
+
+    static func frameRateRanges(_ system: any V4L2System, fd: V4L2FileDescriptor, pixelFormat: PixelFormat,
+                                size: Dimensions) -> [FrameRateRange] {
         var ranges: [FrameRateRange] = []
         var index: UInt32 = 0
-        while true {
-            var fi = v4l2_frmivalenum()
-            fi.index = index
-            fi.pixel_format = pixelFormat.rawValue
-            fi.width = UInt32(size.width)
-            fi.height = UInt32(size.height)
-            guard xioctl(system, fd, V4L2Request.enumFrameIntervals, &fi) == 0 else { break }
-            if fi.type == V4L2_FRMIVAL_TYPE_DISCRETE.rawValue {
-                if let d = duration(fi.discrete) { ranges.append(FrameRateRange(minFrameDuration: d, maxFrameDuration: d)) }
+        while let answer = try? system.enumerateFrameInterval(fd, pixelFormat: pixelFormat, size: size, index: index) {
+            guard case .stepwise(let lo, let hi, _) = answer else {
+                if case .discrete(let f) = answer, let d = duration(f) { ranges.append(FrameRateRange(minFrameDuration: d, maxFrameDuration: d)) }
                 index += 1
                 continue
             }
-            if let lo = duration(fi.stepwise.min), let hi = duration(fi.stepwise.max) {
+            if let lo = duration(lo), let hi = duration(hi) {
                 ranges.append(FrameRateRange(minFrameDuration: lo, maxFrameDuration: hi))
             }
             break
@@ -110,24 +90,17 @@ enum V4L2Formats {
         // The driver's order, without duplicates.
         var unique: [FrameRateRange] = []
         for r in ranges where !unique.contains(r) { unique.append(r) }
-        if unique.isEmpty {
+        if unique.isEmpty, let parameters = try? system.getParameters(fd, type: .videoCapture), let d = duration(parameters.timePerFrame) {
             // No interval enumeration: the current interval is the one rate we know.
-            var parm = v4l2_streamparm()
-            parm.type = V4L2_BUF_TYPE_VIDEO_CAPTURE.rawValue
-            if xioctl(system, fd, V4L2Request.getParameters, &parm) == 0, let d = duration(parm.parm.capture.timeperframe) {
-                unique.append(FrameRateRange(minFrameDuration: d, maxFrameDuration: d))
-            }
+            unique.append(FrameRateRange(minFrameDuration: d, maxFrameDuration: d))
         }
         return unique
     }
 
     /// Index of the node's current format in `formats` (the format a fresh device starts with).
-    static func currentFormatIndex(_ system: any V4L2System, fd: Int32, formats: [DeviceFormat]) -> Int {
-        var f = v4l2_format()
-        f.type = V4L2_BUF_TYPE_VIDEO_CAPTURE.rawValue
-        guard xioctl(system, fd, V4L2Request.getFormat, &f) == 0 else { return 0 }
-        let current = FormatDescription.video(pixelFormat: PixelFormat(rawValue: f.fmt.pix.pixelformat),
-                                              dimensions: Dimensions(width: Int(f.fmt.pix.width), height: Int(f.fmt.pix.height)))
+    static func currentFormatIndex(_ system: any V4L2System, fd: V4L2FileDescriptor, formats: [DeviceFormat]) -> Int {
+        guard let f = try? system.getFormat(fd, type: .videoCapture) else { return 0 }
+        let current = FormatDescription.video(pixelFormat: f.pixelFormat, dimensions: f.dimensions)
         return formats.firstIndex { $0.formatDescription == current } ?? 0
     }
 }

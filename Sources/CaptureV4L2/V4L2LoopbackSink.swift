@@ -1,10 +1,6 @@
 import CaptureCore
 import CaptureMedia
-import CV4L2
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// Writes frames to a V4L2 video output node — a v4l2loopback device — so any V4L2 client
 /// (CaptureKit's own backend, ffmpeg, a browser) reads them as a camera.
@@ -45,7 +41,8 @@ public final class V4L2LoopbackSink: @unchecked Sendable {
     private let imageSize: Int
 
     // Guarded by `lock`.
-    private var fd: Int32
+    /// Nil once closed.
+    private var fd: V4L2FileDescriptor?
     private var staging: [UInt8]
     private var converter: PixelConverter?
     private var scratch: PixelBuffer?
@@ -56,8 +53,15 @@ public final class V4L2LoopbackSink: @unchecked Sendable {
     /// - Throws: `videoOutputFailed` (not found, access denied, not an output, busy, format refused,
     ///   disconnected), `formatNotSupported` for a pixel format the sink does not write,
     ///   `invalidArgument` for an odd or empty size, a duration that is not positive or a quality outside 0…1.
-    public init(path: String, pixelFormat: PixelFormat, dimensions: Dimensions, frameDuration: MediaTime,
-                jpegQuality: Double = 0.9, system: any V4L2System = LinuxV4L2System()) throws(CaptureError) {
+    public convenience init(path: String, pixelFormat: PixelFormat, dimensions: Dimensions, frameDuration: MediaTime,
+                            jpegQuality: Double = 0.9) throws(CaptureError) {
+        try self.init(path: path, pixelFormat: pixelFormat, dimensions: dimensions, frameDuration: frameDuration,
+                      jpegQuality: jpegQuality, system: LinuxV4L2System())
+    }
+
+    /// A sink over another `V4L2System` (host tests stand a fake v4l2loopback node in).
+    init(path: String, pixelFormat: PixelFormat, dimensions: Dimensions, frameDuration: MediaTime,
+         jpegQuality: Double = 0.9, system: any V4L2System) throws(CaptureError) {
         guard Self.supportedPixelFormats.contains(pixelFormat) else {
             throw .formatNotSupported("a video output sink writes \(Self.supportedPixelFormats.map(\.fourcc).joined(separator: ", ")), not \(pixelFormat)")
         }
@@ -70,13 +74,13 @@ public final class V4L2LoopbackSink: @unchecked Sendable {
         }
         guard (0...1).contains(jpegQuality) else { throw .invalidArgument("JPEG quality \(jpegQuality) is outside 0.0–1.0") }
 
-        let fd = system.open(path)
-        if fd < 0 {
-            switch -fd {
-            case ENOENT, ENXIO, ENODEV: throw .videoOutputFailed(path: path, problem: .notFound)
-            case EACCES, EPERM: throw .videoOutputFailed(path: path, problem: .accessDenied)
-            case EBUSY: throw .videoOutputFailed(path: path, problem: .busy(detail: "open() said EBUSY"))
-            default: throw .videoOutputFailed(path: path, problem: .notAVideoOutput(what: "open() failed: \(errnoText(-fd))"))
+        let fd: V4L2FileDescriptor
+        do { fd = try system.open(path) } catch {
+            switch error {
+            case .noSuchFile, .noSuchDeviceOrAddress, .noDevice: throw .videoOutputFailed(path: path, problem: .notFound)
+            case .accessDenied, .notPermitted: throw .videoOutputFailed(path: path, problem: .accessDenied)
+            case .busy: throw .videoOutputFailed(path: path, problem: .busy(detail: "open() said EBUSY"))
+            default: throw .videoOutputFailed(path: path, problem: .notAVideoOutput(what: "open() failed: \(error)"))
             }
         }
         do throws(CaptureError) {
@@ -107,52 +111,44 @@ public final class V4L2LoopbackSink: @unchecked Sendable {
 
     /// QUERYCAP: a video output node, or why not. A v4l2loopback node with exclusive_caps that
     /// announces capture only has another writer.
-    private static func checkOutput(_ system: any V4L2System, fd: Int32, path: String) throws(CaptureError) -> (String, String) {
-        var cap = v4l2_capability()
-        let e = xioctl(system, fd, V4L2Request.querycap, &cap)
-        guard e == 0 else {
-            if e == ENODEV { throw .videoOutputFailed(path: path, problem: .disconnected) }
+    private static func checkOutput(_ system: any V4L2System, fd: V4L2FileDescriptor, path: String) throws(CaptureError) -> (String, String) {
+        let cap: V4L2Capability
+        do { cap = try system.queryCapability(fd) } catch {
+            if error == .noDevice { throw .videoOutputFailed(path: path, problem: .disconnected) }
             throw .videoOutputFailed(path: path, problem: .notAVideoOutput(what: "not a V4L2 device"))
         }
-        let caps = V4L2Formats.capabilities(cap)
-        let card = cString(cap.card), driver = cString(cap.driver)
-        if caps & UInt32(V4L2_CAP_VIDEO_OUTPUT) == 0 {
-            if driver == "v4l2 loopback" && caps & UInt32(V4L2_CAP_VIDEO_CAPTURE) != 0 {
+        let caps = cap.effective
+        let card = cap.card, driver = cap.driver
+        if !caps.contains(.videoOutput) {
+            if driver == "v4l2 loopback" && caps.contains(.videoCapture) {
                 throw .videoOutputFailed(path: path, problem: .busy(detail: "another program is writing to '\(card)' (it offers only capture now)"))
             }
-            let kind = caps & UInt32(V4L2_CAP_VIDEO_CAPTURE) != 0 ? "a capture node" : "a node without video output"
+            let kind = caps.contains(.videoCapture) ? "a capture node" : "a node without video output"
             throw .videoOutputFailed(path: path, problem: .notAVideoOutput(what: "\(kind) of driver '\(driver)', card '\(card)'"))
         }
-        guard caps & UInt32(V4L2_CAP_READWRITE) != 0 else {
+        guard caps.contains(.readWrite) else {
             throw .videoOutputFailed(path: path, problem: .notAVideoOutput(what: "driver '\(driver)' does not take frames through write()"))
         }
         return (card, driver)
     }
 
     /// S_FMT on the output queue, read back; the driver's line pitch per plane and frame size.
-    private static func setFormat(_ system: any V4L2System, fd: Int32, path: String, pixelFormat: PixelFormat,
+    private static func setFormat(_ system: any V4L2System, fd: V4L2FileDescriptor, path: String, pixelFormat: PixelFormat,
                                   dimensions: Dimensions) throws(CaptureError) -> ([Int], Int) {
-        var f = v4l2_format()
-        f.type = V4L2_BUF_TYPE_VIDEO_OUTPUT.rawValue
-        f.fmt.pix.width = UInt32(dimensions.width)
-        f.fmt.pix.height = UInt32(dimensions.height)
-        f.fmt.pix.pixelformat = pixelFormat.rawValue
-        f.fmt.pix.field = V4L2_FIELD_NONE.rawValue
+        var f = V4L2ImageFormat(pixelFormat: pixelFormat, size: dimensions)
         let requested = "\(pixelFormat) \(dimensions)"
-        let e = xioctl(system, fd, V4L2Request.setFormat, &f)
-        switch e {
-        case 0: break
-        case ENODEV, ENXIO: throw .videoOutputFailed(path: path, problem: .disconnected)
-        case EBUSY: throw .videoOutputFailed(path: path, problem: .busy(detail: "VIDIOC_S_FMT said EBUSY (a stream is running)"))
-        default: throw .videoOutputFailed(path: path, problem: .formatRefused(requested: requested, granted: "an error (\(errnoText(e)))"))
+        do { try system.setFormat(fd, type: .videoOutput, &f) } catch {
+            if error.meansDeviceGone { throw .videoOutputFailed(path: path, problem: .disconnected) }
+            if error == .busy { throw .videoOutputFailed(path: path, problem: .busy(detail: "VIDIOC_S_FMT said EBUSY (a stream is running)")) }
+            throw .videoOutputFailed(path: path, problem: .formatRefused(requested: requested, granted: "an error (\(error))"))
         }
-        let granted = PixelFormat(rawValue: f.fmt.pix.pixelformat)
-        guard granted == pixelFormat, Int(f.fmt.pix.width) == dimensions.width, Int(f.fmt.pix.height) == dimensions.height else {
-            throw .videoOutputFailed(path: path, problem: .formatRefused(requested: requested, granted: "\(granted) \(f.fmt.pix.width)x\(f.fmt.pix.height)"))
+        let granted = f.pixelFormat
+        guard granted == pixelFormat, f.dimensions == dimensions else {
+            throw .videoOutputFailed(path: path, problem: .formatRefused(requested: requested, granted: "\(granted) \(f.width)x\(f.height)"))
         }
-        let imageSize = Int(f.fmt.pix.sizeimage)
+        let imageSize = Int(f.imageSize)
         let geometry = pixelFormat.planes(width: dimensions.width, height: dimensions.height)
-        let line = max(Int(f.fmt.pix.bytesperline), geometry.first?.bytesPerRow ?? 0)
+        let line = max(Int(f.bytesPerLine), geometry.first?.bytesPerRow ?? 0)
         // Planes follow each other at the luma pitch (halved for I420's chroma), as V4L2 lays out
         // single-planar formats.
         let pitches = geometry.enumerated().map { plane, g in
@@ -167,17 +163,15 @@ public final class V4L2LoopbackSink: @unchecked Sendable {
     }
 
     /// S_PARM on the output queue: the interval readers see. Drivers without it (ENOTTY) are fine.
-    private static func setInterval(_ system: any V4L2System, fd: Int32, path: String, frameDuration: MediaTime) throws(CaptureError) {
-        var parm = v4l2_streamparm()
-        parm.type = V4L2_BUF_TYPE_VIDEO_OUTPUT.rawValue
-        let (num, den) = V4L2Stream.fraction(frameDuration)
-        parm.parm.output.timeperframe = v4l2_fract(numerator: num, denominator: den)
-        let e = xioctl(system, fd, V4L2Request.setParameters, &parm)
-        switch e {
-        case 0, ENOTTY, EINVAL: return
-        case ENODEV, ENXIO: throw .videoOutputFailed(path: path, problem: .disconnected)
-        default: throw .videoOutputFailed(path: path, problem: .formatRefused(requested: "a frame duration of \(frameDuration)",
-                                                                               granted: "an error (\(errnoText(e)))"))
+    private static func setInterval(_ system: any V4L2System, fd: V4L2FileDescriptor, path: String, frameDuration: MediaTime) throws(CaptureError) {
+        var parameters = V4L2StreamParameters(canSetTimePerFrame: true, timePerFrame: V4L2Formats.fraction(frameDuration))
+        do { try system.setParameters(fd, type: .videoOutput, &parameters) } catch {
+            switch error {
+            case .inappropriateIoctl, .invalidArgument: return
+            case .noDevice, .noSuchDeviceOrAddress: throw .videoOutputFailed(path: path, problem: .disconnected)
+            default: throw .videoOutputFailed(path: path, problem: .formatRefused(requested: "a frame duration of \(frameDuration)",
+                                                                                   granted: "an error (\(error))"))
+            }
         }
     }
 
@@ -185,9 +179,8 @@ public final class V4L2LoopbackSink: @unchecked Sendable {
     /// opener as its writer only after it, and only a writer's close turns an exclusive_caps node
     /// back into an output (after a write()-only writer the node would stay capture-only, refusing
     /// the next writer). Drivers whose read/write I/O wants no STREAMON refuse it; that is fine.
-    private static func declareWriter(_ system: any V4L2System, fd: Int32) {
-        var type = Int32(V4L2_BUF_TYPE_VIDEO_OUTPUT.rawValue)
-        _ = xioctl(system, fd, V4L2Request.streamOn, &type)
+    private static func declareWriter(_ system: any V4L2System, fd: V4L2FileDescriptor) {
+        try? system.streamOn(fd, type: .videoOutput)
     }
 
     /// Frames written so far.
@@ -199,12 +192,12 @@ public final class V4L2LoopbackSink: @unchecked Sendable {
     ///   `formatNotSupported` for a compressed frame the sink cannot pass on, `invalidState` after `close()`.
     public func write(_ frame: PixelBuffer) throws(CaptureError) {
         lock.lock(); defer { lock.unlock() }
-        guard fd >= 0 else { throw .invalidState("the video output \(path) is closed") }
+        guard let fd else { throw .invalidState("the video output \(path) is closed") }
         if frame.format.isCompressed {
             guard frame.format == pixelFormat, frame.width == dimensions.width, frame.height == dimensions.height else {
                 throw .formatNotSupported("a \(frame.format) \(frame.width)x\(frame.height) frame cannot be written to a \(pixelFormat) \(dimensions) output; deliver raw frames")
             }
-            try frame.withCompressedData { (bytes: UnsafeRawBufferPointer) throws(CaptureError) in try put(bytes) }
+            try frame.withCompressedData { (bytes: UnsafeRawBufferPointer) throws(CaptureError) in try put(bytes, to: fd) }
             return
         }
         let target: PixelFormat = pixelFormat == .mjpeg ? (frame.format == .nv12 || frame.format == .yuyv ? frame.format : .yuv420) : pixelFormat
@@ -212,11 +205,11 @@ public final class V4L2LoopbackSink: @unchecked Sendable {
         if pixelFormat == .mjpeg {
             if jpeg == nil { jpeg = try JPEGCodec() }
             let bytes = try jpeg!.encode(source, quality: jpegQuality)
-            try put(bytes)
+            try put(bytes, to: fd)
             return
         }
         pack(source)
-        try put(staging)
+        try put(staging, to: fd)
     }
 
     /// `frame` itself when it already has the sink's size and `format`, else a converted copy.
@@ -248,25 +241,24 @@ public final class V4L2LoopbackSink: @unchecked Sendable {
     }
 
     /// `put` for an array (whose `withUnsafeBytes` rethrows untyped errors).
-    private func put(_ bytes: [UInt8]) throws(CaptureError) {
+    private func put(_ bytes: [UInt8], to fd: V4L2FileDescriptor) throws(CaptureError) {
         let failure: CaptureError? = bytes.withUnsafeBytes { raw in
-            do throws(CaptureError) { try put(raw); return nil } catch { return error }
+            do throws(CaptureError) { try put(raw, to: fd); return nil } catch { return error }
         }
         if let failure { throw failure }
     }
 
     /// One write() of a whole frame.
-    private func put(_ bytes: UnsafeRawBufferPointer) throws(CaptureError) {
+    private func put(_ bytes: UnsafeRawBufferPointer, to fd: V4L2FileDescriptor) throws(CaptureError) {
         if imageSize > 0, bytes.count > imageSize {
             throw .videoOutputFailed(path: path, problem: .writeFailed("a frame of \(bytes.count) bytes does not fit the driver's \(imageSize)-byte buffers"))
         }
-        let n = system.write(fd, bytes)
-        if n < 0 {
-            let e = Int32(-n)
-            if e == ENODEV || e == ENXIO || (e == EIO && !system.nodeExists(path)) {
+        let n: Int
+        do { n = try system.write(fd, bytes) } catch {
+            if error.meansDeviceGone || (error == .ioError && !system.nodeExists(path)) {
                 throw .videoOutputFailed(path: path, problem: .disconnected)
             }
-            throw .videoOutputFailed(path: path, problem: .writeFailed(errnoText(e)))
+            throw .videoOutputFailed(path: path, problem: .writeFailed(error.description))
         }
         guard n == bytes.count else {
             throw .videoOutputFailed(path: path, problem: .writeFailed("the driver took \(n) of \(bytes.count) bytes"))
@@ -277,7 +269,7 @@ public final class V4L2LoopbackSink: @unchecked Sendable {
     /// Closes the node (readers then see the stream end once no writer remains). Idempotent.
     public func close() {
         lock.lock(); defer { lock.unlock() }
-        if fd >= 0 { system.close(fd) }
-        fd = -1
+        if let fd { system.close(fd) }
+        fd = nil
     }
 }

@@ -1,10 +1,6 @@
 import CaptureCore
 import CaptureMedia
-import CV4L2
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// Streaming from a capture node with mmap buffers.
 ///
@@ -26,7 +22,7 @@ final class V4L2Stream: DriverStream, @unchecked Sendable {
     private let wakePipe: V4L2WakePipe?
 
     // Guarded by `lock`.
-    private var buffers: [(address: UnsafeMutableRawPointer, length: Int)] = []
+    private var buffers: [V4L2MappedBuffer] = []
     private var bytesPerLine = 0
     private var isStreaming = false
     private var isStopped = false
@@ -52,7 +48,7 @@ final class V4L2Stream: DriverStream, @unchecked Sendable {
     }
 
     private var system: any V4L2System { device.node.system }
-    private var fd: Int32 { device.node.fd }
+    private var fd: V4L2FileDescriptor { device.node.fd }
     private var id: String { device.uniqueID }
 
     func start(at hostTime: MediaTime) throws(CaptureError) {
@@ -69,26 +65,22 @@ final class V4L2Stream: DriverStream, @unchecked Sendable {
     }
 
     private func configure() throws(CaptureError) {
-        var f = v4l2_format()
-        f.type = V4L2_BUF_TYPE_VIDEO_CAPTURE.rawValue
-        f.fmt.pix.width = UInt32(size.width)
-        f.fmt.pix.height = UInt32(size.height)
-        f.fmt.pix.pixelformat = pixelFormat.rawValue
-        f.fmt.pix.field = V4L2_FIELD_NONE.rawValue
-        var e = xioctl(system, fd, V4L2Request.setFormat, &f)
-        guard e == 0 else { throw device.failure(e, "VIDIOC_S_FMT \(pixelFormat) \(size)") }
-        guard f.fmt.pix.pixelformat == pixelFormat.rawValue, Int(f.fmt.pix.width) == size.width, Int(f.fmt.pix.height) == size.height else {
-            throw .formatNotSupported("\(id) gave \(PixelFormat(rawValue: f.fmt.pix.pixelformat)) \(f.fmt.pix.width)x\(f.fmt.pix.height) when asked for \(pixelFormat) \(size)")
+        var f = V4L2ImageFormat(pixelFormat: pixelFormat, size: size)
+        do { try system.setFormat(fd, type: .videoCapture, &f) } catch {
+            // EINVAL: the driver refuses the format outright (most adjust it instead; checked below).
+            if error == .invalidArgument { throw .formatNotSupported("\(id) refused \(pixelFormat) \(size) (VIDIOC_S_FMT: \(error))") }
+            throw device.failure(error, "VIDIOC_S_FMT \(pixelFormat) \(size)")
+        }
+        guard f.pixelFormat == pixelFormat, f.dimensions == size else {
+            throw .formatNotSupported("\(id) gave \(f.pixelFormat) \(f.width)x\(f.height) when asked for \(pixelFormat) \(size)")
         }
         let minimumLine = pixelFormat.planes(width: size.width, height: size.height).first?.bytesPerRow ?? 0
-        bytesPerLine = max(Int(f.fmt.pix.bytesperline), minimumLine)
+        bytesPerLine = max(Int(f.bytesPerLine), minimumLine)
 
         // The interval after S_FMT (a new format can change it), then the one asked for.
-        var parm = v4l2_streamparm()
-        parm.type = V4L2_BUF_TYPE_VIDEO_CAPTURE.rawValue
-        e = xioctl(system, fd, V4L2Request.getParameters, &parm)
-        let canSetInterval = e == 0 && parm.parm.capture.capability & UInt32(V4L2_CAP_TIMEPERFRAME) != 0
-        let current = V4L2Formats.duration(parm.parm.capture.timeperframe)
+        let parameters = try? system.getParameters(fd, type: .videoCapture)
+        let canSetInterval = parameters?.canSetTimePerFrame ?? false
+        let current = parameters.flatMap { V4L2Formats.duration($0.timePerFrame) }
         guard frameDuration.isValid else {
             if let current { frameDuration = current }
             return
@@ -99,54 +91,43 @@ final class V4L2Stream: DriverStream, @unchecked Sendable {
             }
             return
         }
-        let (num, den) = Self.fraction(frameDuration)
-        parm.parm.capture.timeperframe = v4l2_fract(numerator: num, denominator: den)
-        e = xioctl(system, fd, V4L2Request.setParameters, &parm)
-        guard e == 0 else { throw device.failure(e, "VIDIOC_S_PARM \(frameDuration)") }
-        guard let granted = V4L2Formats.duration(parm.parm.capture.timeperframe), granted == frameDuration else {
-            throw .formatNotSupported("\(id) gave frame duration \(V4L2Formats.duration(parm.parm.capture.timeperframe).map { "\($0)" } ?? "?") when asked for \(frameDuration)")
+        var asked = V4L2StreamParameters(canSetTimePerFrame: true, timePerFrame: V4L2Formats.fraction(frameDuration))
+        do { try system.setParameters(fd, type: .videoCapture, &asked) } catch {
+            throw device.failure(error, "VIDIOC_S_PARM \(frameDuration)")
+        }
+        guard let granted = V4L2Formats.duration(asked.timePerFrame), granted == frameDuration else {
+            throw .formatNotSupported("\(id) gave frame duration \(V4L2Formats.duration(asked.timePerFrame).map { "\($0)" } ?? "?") when asked for \(frameDuration)")
         }
     }
 
-    /// A frame duration as a V4L2 fraction (both fit in UInt32 for any sane rate).
-    static func fraction(_ t: MediaTime) -> (UInt32, UInt32) {
-        var num = t.value, den = Int64(t.timescale)
-        func gcd(_ a: Int64, _ b: Int64) -> Int64 { b == 0 ? a : gcd(b, a % b) }
-        let g = max(1, gcd(abs(num), abs(den)))
-        num /= g; den /= g
-        while num > Int64(UInt32.max) || den > Int64(UInt32.max) { num /= 2; den /= 2 }
-        return (UInt32(max(1, num)), UInt32(max(1, den)))
+    /// A failed streaming-setup call as the error the user can act on: gone → disconnected,
+    /// EBUSY (another process streams from the node) → in use, anything else → start failed.
+    private func startFailure(_ error: V4L2Errno, _ call: String) -> CaptureError {
+        if error.meansDeviceGone { return device.disconnected() }
+        if error == .busy { return .deviceInUse(id) }
+        return .deviceStartFailed(device: id, reason: "\(call): \(error)")
     }
 
     private func allocateAndStream() throws(CaptureError) {
-        var req = v4l2_requestbuffers()
-        req.count = Self.bufferCount
-        req.type = V4L2_BUF_TYPE_VIDEO_CAPTURE.rawValue
-        req.memory = V4L2_MEMORY_MMAP.rawValue
-        var e = xioctl(system, fd, V4L2Request.requestBuffers, &req)
-        guard e == 0, req.count > 0 else {
-            if e == ENODEV { device.markDisconnected(); throw .deviceDisconnected(id) }
-            throw .deviceStartFailed(device: id, reason: "VIDIOC_REQBUFS (mmap): \(e == 0 ? "no buffers" : errnoText(e))")
+        let count: UInt32
+        do { count = try system.requestBuffers(fd, type: .videoCapture, count: Self.bufferCount) } catch {
+            throw startFailure(error, "VIDIOC_REQBUFS (mmap)")
         }
-        for index in 0..<req.count {
-            var b = v4l2_buffer()
-            b.index = index
-            b.type = V4L2_BUF_TYPE_VIDEO_CAPTURE.rawValue
-            b.memory = V4L2_MEMORY_MMAP.rawValue
-            e = xioctl(system, fd, V4L2Request.queryBuffer, &b)
-            guard e == 0 else { throw .deviceStartFailed(device: id, reason: "VIDIOC_QUERYBUF: \(errnoText(e))") }
-            guard let address = system.map(fd, length: Int(b.length), offset: Int(b.m.offset)) else {
-                throw .deviceStartFailed(device: id, reason: "mmap of buffer \(index) failed")
+        guard count > 0 else { throw .deviceStartFailed(device: id, reason: "VIDIOC_REQBUFS (mmap): no buffers") }
+        for index in 0..<count {
+            let location: V4L2BufferLocation
+            do { location = try system.queryBuffer(fd, type: .videoCapture, index: index) } catch {
+                throw startFailure(error, "VIDIOC_QUERYBUF")
             }
-            buffers.append((address, Int(b.length)))
-            e = xioctl(system, fd, V4L2Request.queueBuffer, &b)
-            guard e == 0 else { throw .deviceStartFailed(device: id, reason: "VIDIOC_QBUF: \(errnoText(e))") }
+            do { buffers.append(try system.map(fd, location)) } catch {
+                throw .deviceStartFailed(device: id, reason: "mmap of buffer \(index) failed: \(error)")
+            }
+            do { try system.queueBuffer(fd, type: .videoCapture, index: index) } catch {
+                throw startFailure(error, "VIDIOC_QBUF")
+            }
         }
-        var type = Int32(V4L2_BUF_TYPE_VIDEO_CAPTURE.rawValue)
-        e = xioctl(system, fd, V4L2Request.streamOn, &type)
-        guard e == 0 else {
-            if e == ENODEV { device.markDisconnected(); throw .deviceDisconnected(id) }
-            throw .deviceStartFailed(device: id, reason: "VIDIOC_STREAMON: \(errnoText(e))")
+        do { try system.streamOn(fd, type: .videoCapture) } catch {
+            throw startFailure(error, "VIDIOC_STREAMON")
         }
         isStreaming = true
         pool = PixelBufferPool(format: pixelFormat, width: size.width, height: size.height)
@@ -155,7 +136,7 @@ final class V4L2Stream: DriverStream, @unchecked Sendable {
     func nextSample() throws(CaptureError) -> SampleBuffer? {
         while true {
             if stoppedFlag() { return nil }
-            switch system.poll(fd, wakeFD: wakePipe?.read ?? -1, timeoutMilliseconds: 250) {
+            switch system.poll(fd, wake: wakePipe, timeoutMilliseconds: 250) {
             case .woken: return nil
             case .timedOut: continue
             case .readable, .failed: break
@@ -181,35 +162,30 @@ final class V4L2Stream: DriverStream, @unchecked Sendable {
 
     private func dequeueLocked() throws(CaptureError) -> Outcome {
         guard !isStopped, isStreaming else { return .stopped }
-        var b = v4l2_buffer()
-        b.type = V4L2_BUF_TYPE_VIDEO_CAPTURE.rawValue
-        b.memory = V4L2_MEMORY_MMAP.rawValue
-        let e = xioctl(system, fd, V4L2Request.dequeueBuffer, &b)
-        if e == EAGAIN { return .again }
-        if e != 0 {
+        let b: V4L2DequeuedBuffer
+        do { b = try system.dequeueBuffer(fd, type: .videoCapture) } catch {
+            if error == .wouldBlock { return .again }
             // ENODEV: unplugged. EIO with the node gone is the same; otherwise a fatal stream error.
-            if e == ENODEV || e == ENXIO || !system.nodeExists(id) {
-                device.markDisconnected()
-                throw .deviceDisconnected(id)
-            }
-            throw .deviceStartFailed(device: id, reason: "streaming failed: VIDIOC_DQBUF: \(errnoText(e))")
+            if error.meansDeviceGone || !system.nodeExists(id) { throw device.disconnected() }
+            throw .deviceStartFailed(device: id, reason: "streaming failed: VIDIOC_DQBUF: \(error)")
         }
         defer {
-            var q = b
-            if xioctl(system, fd, V4L2Request.queueBuffer, &q) == ENODEV { device.markDisconnected() }
+            do { try system.queueBuffer(fd, type: .videoCapture, index: b.index) } catch {
+                if error.meansDeviceGone { device.markDisconnected() }
+            }
         }
         let pts = timestamp(of: b)
         if let last = lastSequence, b.sequence > last &+ 1 {
             let count = Int(b.sequence &- last &- 1)
             noteLoss(count, .discontinuity)
-            DeviceEventCenter.shared.post(.samplesDropped(deviceID: id, reason: .discontinuity, count: count, presentationTime: pts))
+            device.events.post(.samplesDropped(deviceID: id, reason: .discontinuity, count: count, presentationTime: pts))
         }
         lastSequence = b.sequence
-        guard Int(b.index) < buffers.count, b.flags & UInt32(V4L2_BUF_FLAG_ERROR) == 0,
-              let pixels = convert(buffers[Int(b.index)].address, used: Int(b.bytesused == 0 ? b.length : b.bytesused)) else {
+        guard Int(b.index) < buffers.count, !b.flags.contains(.error),
+              let pixels = convert(buffers[Int(b.index)].address, used: b.bytesUsed == 0 ? b.length : b.bytesUsed) else {
             // Outputs see a lost frame (AVFoundation's reasons have no "corrupt"); the event says why.
             noteLoss(1, .discontinuity)
-            DeviceEventCenter.shared.post(.samplesDropped(deviceID: id, reason: .corruptData, count: 1, presentationTime: pts))
+            device.events.post(.samplesDropped(deviceID: id, reason: .corruptData, count: 1, presentationTime: pts))
             return .again
         }
         defer { pendingLoss = nil }
@@ -226,13 +202,10 @@ final class V4L2Stream: DriverStream, @unchecked Sendable {
 
     /// The start of the frame on CLOCK_MONOTONIC: the driver's stamp when it is monotonic (minus
     /// one frame when it marks the end of the frame), otherwise the time we dequeued it.
-    private func timestamp(of b: v4l2_buffer) -> MediaTime {
-        let mask = UInt32(V4L2_BUF_FLAG_TIMESTAMP_MASK)
-        guard b.flags & mask == UInt32(V4L2_BUF_FLAG_TIMESTAMP_MONOTONIC) else { return HostClock.now() - frameDuration }
-        let ns = Int64(b.timestamp.tv_sec) * 1_000_000_000 + Int64(b.timestamp.tv_usec) * 1000
-        let stamp = MediaTime(value: ns, timescale: 1_000_000_000)
-        let endOfFrame = b.flags & UInt32(V4L2_BUF_FLAG_TSTAMP_SRC_MASK) == UInt32(V4L2_BUF_FLAG_TSTAMP_SRC_EOF)
-        return endOfFrame ? stamp - frameDuration : stamp
+    private func timestamp(of b: V4L2DequeuedBuffer) -> MediaTime {
+        guard b.flags.isMonotonic else { return HostClock.now() - frameDuration }
+        let stamp = MediaTime(value: b.timestampNanoseconds, timescale: 1_000_000_000)
+        return b.flags.marksEndOfFrame ? stamp - frameDuration : stamp
     }
 
     /// One copy from the driver's buffer (its line pitch) into a pooled buffer (64-byte rows);
@@ -284,19 +257,12 @@ final class V4L2Stream: DriverStream, @unchecked Sendable {
     private func teardownLocked() {
         let hadResources = isStreaming || !buffers.isEmpty
         if isStreaming {
-            var type = Int32(V4L2_BUF_TYPE_VIDEO_CAPTURE.rawValue)
-            _ = xioctl(system, fd, V4L2Request.streamOff, &type)
+            try? system.streamOff(fd, type: .videoCapture)
             isStreaming = false
         }
-        for b in buffers { system.unmap(b.address, length: b.length) }
+        for b in buffers { system.unmap(b) }
         buffers.removeAll()
-        if hadResources {
-            var req = v4l2_requestbuffers()
-            req.count = 0
-            req.type = V4L2_BUF_TYPE_VIDEO_CAPTURE.rawValue
-            req.memory = V4L2_MEMORY_MMAP.rawValue
-            _ = xioctl(system, fd, V4L2Request.requestBuffers, &req)
-        }
+        if hadResources { _ = try? system.requestBuffers(fd, type: .videoCapture, count: 0) }
         device.endStreaming()
     }
 }

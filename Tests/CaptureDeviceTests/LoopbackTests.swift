@@ -297,13 +297,12 @@ struct LoopbackTests {
         settings.preset = .ultrafast
         movie.settings = settings
         try session.addOutput(movie)
-        DeviceEventCenter.shared.reset(deviceID: node)
         try session.startRunning()
         let path = dir + "/loopback.mp4"
         // Three seconds' worth of frames (45 at 15 fps).
         let summary = try await Self.record(movie, to: path, whileWriting: writer, frames: 3 * Int(Self.rate))
         session.stopRunning()
-        let readerDrops = DeviceEventCenter.shared.droppedCount(deviceID: node)
+        let readerDrops = registry.driverEvents.droppedCount(deviceID: node)
         let written = writer.output.statistics
         writer.stop()
 

@@ -47,7 +47,7 @@ struct UnplugTests {
         print("unplug: recording ended with \(outcome); session errors \(errors.withLock { $0 }); waited \(ticks) ticks")
         watcher.cancel()
         #expect(errors.withLock { $0 }.contains(.deviceDisconnected(node)))
-        #expect(DeviceEventCenter.shared.hasDisconnected(deviceID: node))
+        #expect(registry.driverEvents.hasDisconnected(deviceID: node))
         let streams = try DeviceEnvironment.probe(path)
         let frames = Int(streams.first { $0["codec_type"] as? String == "video" }?["nb_read_frames"] as? String ?? "") ?? 0
         print("unplugged after 1 s of recording: the file has \(frames) frames")

@@ -77,9 +77,9 @@ struct VividTests {
         movie.settings = settings
         movie.maxRecordedDuration = MediaTime(value: 3, timescale: 1)
         try session.addOutput(movie)
-        DeviceEventCenter.shared.reset(deviceID: node)
-        // Drops with their times, so only those inside the recording are counted below.
-        let events = DeviceEventCenter.shared.events()
+        // Drops with their times, so only those inside the recording are counted below (the
+        // registry's own event center: only its drivers post there).
+        let events = registry.driverEvents.events()
         let dropLog = Task { () -> [(time: Double, count: Int)] in
             var drops: [(time: Double, count: Int)] = []
             for await event in events {
@@ -97,7 +97,7 @@ struct VividTests {
         let summary = try await movie.record(to: path)
         watchdog.cancel()
         session.stopRunning()
-        let droppedInSession = DeviceEventCenter.shared.droppedCount(deviceID: node)
+        let droppedInSession = registry.driverEvents.droppedCount(deviceID: node)
         dropLog.cancel()
         let drops = await dropLog.value
         // A drop is reported with the PTS of the frame after the gap: count those that fall inside
@@ -134,13 +134,13 @@ struct VividTests {
 
     @Test func droppedBuffersAreReportedAsDiscontinuities() throws {
         let node = try DeviceEnvironment.requireVivid()
-        let device = try V4L2Driver().openDevice(uniqueID: node)
+        let driver = V4L2Driver()
+        let device = try driver.openDevice(uniqueID: node)
         try device.setValue(.integer(30), for: .custom("percentage_of_dropped_buffers"))
         defer { try? device.setValue(.integer(0), for: .custom("percentage_of_dropped_buffers")) }
         let format = try #require(device.description.formats.first {
             $0.pixelFormat == .yuyv && $0.dimensions == Dimensions(width: 320, height: 180)
         })
-        DeviceEventCenter.shared.reset(deviceID: node)
         let stream = try device.makeStream(StreamConfiguration(format: format, frameDuration: MediaTime(value: 1, timescale: 30), pace: .realtime))
         try stream.start(at: HostClock.now())
         var sequences: [Int64] = []
@@ -154,7 +154,7 @@ struct VividTests {
             }
         }
         stream.stop()
-        let dropped = DeviceEventCenter.shared.droppedCount(deviceID: node, reason: .discontinuity)
+        let dropped = driver.events.droppedCount(deviceID: node, reason: .discontinuity)
         let span = Int(sequences.last! - sequences.first!) + 1
         print("vivid at 30 % dropped buffers: \(sequences.count) delivered, \(dropped) reported dropped over \(span) sequence numbers, \(carried) carried by the samples")
         #expect(dropped > 0)

@@ -6,8 +6,8 @@ import Testing
 /// The ALSA backend against a fake sound card (`FakeALSA`): discovery, the calls a start makes,
 /// hardware timestamps, and every error path — busy, refused parameters, overrun (EPIPE), suspend
 /// (ESTRPIPE), unplug (ENODEV, DISCONNECTED), a failed recovery — with the exact typed error and
-/// the call trace. Serialized: the PCM posts to the process-wide `DeviceEventCenter`.
-@Suite(.serialized) struct ALSABackendTests {
+/// the call trace. Each test has its own fake and driver, so its own `DeviceEventCenter`.
+@Suite struct ALSABackendTests {
     static let id = FakeALSA.pcmName
     static let mono = AudioStreamFormat(sampleRate: 48_000, channelCount: 1, sampleFormat: .int16)
     static let ms: Int64 = 1_000_000
@@ -16,11 +16,17 @@ import Testing
 
     /// A mono S16 stream on the fake, the trace cleared of the probing `openDevice` did.
     static func stream(_ fake: FakeALSA, pace: CapturePace = .realtime) throws -> any DriverStream {
-        let device = try ALSADriver(system: fake).openDevice(uniqueID: id)
+        try streamAndEvents(fake, pace: pace).stream
+    }
+
+    /// The stream and its driver's event center.
+    static func streamAndEvents(_ fake: FakeALSA, pace: CapturePace = .realtime) throws -> (stream: any DriverStream, events: DeviceEventCenter) {
+        let driver = ALSADriver(system: fake)
+        let device = try driver.openDevice(uniqueID: id)
         let format = try #require(device.description.formats.first { $0.audioFormat == mono })
         let stream = try device.makeStream(StreamConfiguration(format: format, frameDuration: .invalid, pace: pace))
         fake.clearTrace()
-        return stream
+        return (stream, driver.events)
     }
 
     static func values(_ sample: SampleBuffer) -> Set<Int16> {
@@ -152,8 +158,7 @@ import Testing
     func anXrunIsRecoveredAndItsGapFilledWithSilence(_ code: ALSAErrno) throws {
         let fake = FakeALSA(script: FakeALSA.blocks(2, from: 1_000 * Self.ms) + [.fail(code)]
                                   + FakeALSA.blocks(2, from: 1_050 * Self.ms, firstValue: 10))
-        DeviceEventCenter.shared.reset(deviceID: Self.id)
-        let stream = try Self.stream(fake)
+        let (stream, events) = try Self.streamAndEvents(fake)
         try stream.start(at: .zero)
         var samples: [SampleBuffer] = []
         for _ in 0..<5 { samples.append(try #require(try stream.nextSample())) }
@@ -164,7 +169,7 @@ import Testing
         #expect(samples[2].audioBuffer?.frameLength == 1440)
         #expect(samples.map(Self.values) == [[1], [2], [0], [10], [11]])
         #expect(samples.map(\.discontinuity) == [nil, nil, Discontinuity(count: 1440, reason: .discontinuity), nil, nil])
-        #expect(DeviceEventCenter.shared.droppedCount(deviceID: Self.id, reason: .overrun) == 1440)
+        #expect(events.droppedCount(deviceID: Self.id, reason: .overrun) == 1440)
         // Recovered, then restarted, before the next read.
         let name = FakeALSA.name(code)
         let trace = fake.trace
@@ -173,17 +178,16 @@ import Testing
         let restarted = try #require(trace[recovered...].firstIndex(of: "start"))
         let nextRead = try #require(trace[failed...].dropFirst().firstIndex { $0.hasPrefix("readi") })
         #expect(failed < recovered && recovered < restarted && restarted < nextRead)
-        #expect(!DeviceEventCenter.shared.hasDisconnected(deviceID: Self.id))
+        #expect(!events.hasDisconnected(deviceID: Self.id))
     }
 
     @Test func unplugDuringAReadEndsTheStreamWithDisconnected() throws {
         let fake = FakeALSA(script: FakeALSA.blocks(1, from: 1_000 * Self.ms) + [.fail(.noDevice)])
-        DeviceEventCenter.shared.reset(deviceID: Self.id)
-        let stream = try Self.stream(fake)
+        let (stream, events) = try Self.streamAndEvents(fake)
         try stream.start(at: .zero)
         #expect(try stream.nextSample() != nil)
         #expect(throws: CaptureError.deviceDisconnected(Self.id)) { try stream.nextSample() }
-        #expect(DeviceEventCenter.shared.hasDisconnected(deviceID: Self.id))
+        #expect(events.hasDisconnected(deviceID: Self.id))
         #expect(!fake.trace.contains { $0.hasPrefix("recover") }, "a gone device is not recovered")
         stream.stop()
         #expect(fake.openHandles == 0)
@@ -192,19 +196,17 @@ import Testing
     /// Another error on a PCM whose state is DISCONNECTED (the card went away mid-read) is an unplug too.
     @Test func anErrorOnADisconnectedPCMIsAnUnplug() throws {
         let fake = FakeALSA(script: [.unplug(ALSAErrno(rawValue: EIO))])
-        DeviceEventCenter.shared.reset(deviceID: Self.id)
-        let stream = try Self.stream(fake)
+        let (stream, events) = try Self.streamAndEvents(fake)
         try stream.start(at: .zero)
         #expect(throws: CaptureError.deviceDisconnected(Self.id)) { try stream.nextSample() }
         #expect(fake.trace.suffix(2) == ["readi 480 → EIO", "state"])
-        #expect(DeviceEventCenter.shared.hasDisconnected(deviceID: Self.id))
+        #expect(events.hasDisconnected(deviceID: Self.id))
         stream.stop()
     }
 
     @Test func aFailedRecoveryIsTyped() throws {
         let fake = FakeALSA(script: [.fail(ALSAErrno(rawValue: EIO)), .fail(.brokenPipe)])
-        DeviceEventCenter.shared.reset(deviceID: Self.id)
-        let stream = try Self.stream(fake)
+        let (stream, events) = try Self.streamAndEvents(fake)
         try stream.start(at: .zero)
         fake.inject(.recover, ALSAErrno(rawValue: EIO))
         #expect(throws: CaptureError.deviceStartFailed(device: Self.id, reason: "capture failed and could not recover: Input/output error")) {
@@ -215,6 +217,7 @@ import Testing
         fake.inject(.recover, .noDevice)
         #expect(throws: CaptureError.deviceDisconnected(Self.id)) { try stream.nextSample() }
         #expect(fake.trace.last == "recover EPIPE → ENODEV")
+        #expect(events.hasDisconnected(deviceID: Self.id))
         stream.stop()
     }
 

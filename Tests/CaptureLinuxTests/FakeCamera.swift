@@ -3,9 +3,103 @@ import CaptureCore
 import Foundation
 @testable import CaptureV4L2
 
+/// The calls a fake V4L2 kernel answers, as its trace names them (the ioctl names without
+/// `VIDIOC_`, and the system calls by name).
+enum V4L2Call: String, Hashable, Sendable, CustomStringConvertible {
+    case open, close, poll, write, mmap, munmap
+    case querycap = "QUERYCAP", enumFormat = "ENUM_FMT", enumFrameSizes = "ENUM_FRAMESIZES"
+    case enumFrameIntervals = "ENUM_FRAMEINTERVALS", getFormat = "G_FMT", setFormat = "S_FMT"
+    case getParameters = "G_PARM", setParameters = "S_PARM", requestBuffers = "REQBUFS", queryBuffer = "QUERYBUF"
+    case queueBuffer = "QBUF", dequeueBuffer = "DQBUF", streamOn = "STREAMON", streamOff = "STREAMOFF"
+    case queryControl = "QUERYCTRL", queryMenu = "QUERYMENU", getControl = "G_CTRL", setControl = "S_CTRL"
+    case setPriority = "S_PRIORITY"
+
+    var description: String { rawValue }
+}
+
+/// One call a fake kernel answered: what, on which descriptor, with what argument, and how it ended.
+struct V4L2TraceEntry: Hashable, Sendable, CustomStringConvertible {
+    var call: V4L2Call
+    var fd: Int32?
+    /// The argument that matters, briefly (`YUYV 640x480`, `count 8`, `index 3`).
+    var detail: String
+    /// The errno it failed with; nil when it succeeded.
+    var error: V4L2Errno?
+
+    var description: String {
+        [call.rawValue, fd.map { "fd \($0)" }, detail.isEmpty ? nil : detail].compactMap { $0 }.joined(separator: " ")
+            + (error.map { " → \(V4L2Trace.name($0))" } ?? "")
+    }
+}
+
+/// A fake kernel's call trace and the errors injected into it (swift-system's `Mocking`): each
+/// call is recorded with its outcome; an injected error makes a call fail before the fake runs it.
+struct V4L2Trace {
+    /// When an injected error strikes.
+    enum When: Sendable, Hashable {
+        /// The next call of that kind, once.
+        case next
+        /// The n-th call of that kind from now (1 is the next one), once.
+        case nth(Int)
+        /// Every call of that kind from now on.
+        case always
+    }
+
+    private struct Fault {
+        var call: V4L2Call
+        var error: V4L2Errno
+        /// Calls of that kind to let through first.
+        var skip: Int
+        var persistent: Bool
+    }
+
+    private(set) var entries: [V4L2TraceEntry] = []
+    private var faults: [Fault] = []
+
+    mutating func inject(_ call: V4L2Call, _ error: V4L2Errno, _ when: When) {
+        switch when {
+        case .next: faults.append(Fault(call: call, error: error, skip: 0, persistent: false))
+        case .nth(let n): faults.append(Fault(call: call, error: error, skip: max(0, n - 1), persistent: false))
+        case .always: faults.append(Fault(call: call, error: error, skip: 0, persistent: true))
+        }
+    }
+
+    /// Removes every injected error for a call (all calls when nil).
+    mutating func clearFaults(_ call: V4L2Call? = nil) { faults.removeAll { call == nil || $0.call == call } }
+
+    mutating func clear() { entries.removeAll() }
+
+    /// The error injected for this call now, if any (consuming a one-shot fault, counting down an n-th one).
+    mutating func injected(_ call: V4L2Call) -> V4L2Errno? {
+        var hit: V4L2Errno?
+        for i in faults.indices where faults[i].call == call {
+            if faults[i].skip > 0 {
+                faults[i].skip -= 1
+            } else if hit == nil {
+                hit = faults[i].error
+                if !faults[i].persistent { faults[i].skip = -1 }
+            }
+        }
+        faults.removeAll { $0.skip < 0 }
+        return hit
+    }
+
+    mutating func record(_ call: V4L2Call, _ fd: V4L2FileDescriptor?, _ detail: String, _ error: V4L2Errno?) {
+        entries.append(V4L2TraceEntry(call: call, fd: fd?.rawValue, detail: detail, error: error))
+    }
+
+    static func name(_ e: V4L2Errno) -> String {
+        let names: [Int32: String] = [EBUSY: "EBUSY", EINVAL: "EINVAL", ENODEV: "ENODEV", ENXIO: "ENXIO", ENOENT: "ENOENT",
+                                      EAGAIN: "EAGAIN", EIO: "EIO", EACCES: "EACCES", EPERM: "EPERM", EBADF: "EBADF",
+                                      ENOTTY: "ENOTTY", EINTR: "EINTR", ENOSYS: "ENOSYS"]
+        return names[e.rawValue] ?? "errno \(e.rawValue)"
+    }
+}
+
 /// A fake kernel for the V4L2 backend: one capture node (`/dev/video0`, YUYV and NV12 plus a Bayer
 /// format the pipeline cannot take) and one output-only node (`/dev/video1`), with controls,
-/// priorities, mmap buffers and a scripted sequence of frames (gaps, error flags, failures).
+/// priorities, mmap buffers and a scripted sequence of frames (gaps, error flags) or a live one.
+/// It records every call in a trace and fails any call with an injected errno (`inject`).
 final class FakeCamera: V4L2System, @unchecked Sendable {
     // All mutable state lives in `state`; buffers are allocated once and freed in deinit.
     struct Frame { var sequence: UInt32; var timestampNs: Int64; var error = false; var fill: UInt8 }
@@ -13,19 +107,17 @@ final class FakeCamera: V4L2System, @unchecked Sendable {
         var fds: [Int32: String] = [:]
         var nextFD: Int32 = 10
         var priorityOwner: Int32?
-        var format = (width: UInt32(640), height: UInt32(480), pixel: PixelFormat.yuyv.rawValue)
-        var interval = (num: UInt32(1), den: UInt32(30))
+        var format = (width: UInt32(640), height: UInt32(480), pixel: PixelFormat.yuyv)
+        var interval = V4L2Fraction(numerator: 1, denominator: 30)
         var controls: [UInt32: Int32] = [:]
         var queued: [UInt32] = []
         var frames: [Frame] = []
         var streaming = false
-        var failStreamOn = false
-        /// The next DQBUF fails with this errno (once).
-        var failDequeue: Int32?
         var disconnected = false
         /// Live mode: an endless camera whose frame n ends at `start + (n + 1) × period` on
         /// CLOCK_MONOTONIC (set at STREAMON), like a real device, instead of the scripted `frames`.
         var live: (periodNs: Int64, startNs: Int64, next: UInt32)?
+        var log = V4L2Trace()
     }
     let state = Locked(State())
     static let bytesPerLine = 1344   // padded pitch for 640-wide YUYV (1280 visible bytes)
@@ -63,219 +155,324 @@ final class FakeCamera: V4L2System, @unchecked Sendable {
     ]
     static let exposureMenu: [UInt32: String] = [1: "Manual Mode", 3: "Aperture Priority Mode"]
 
+    // MARK: Test controls
+
+    /// The device goes away: its nodes vanish, calls on open descriptors fail with ENODEV and poll
+    /// reports an error.
     func disconnect() { state.withLock { $0.disconnected = true } }
+
+    /// Makes a call fail with `error`: the next one, the n-th from now, or every one from now on.
+    func inject(_ call: V4L2Call, _ error: V4L2Errno, _ when: V4L2Trace.When = .next) {
+        state.withLock { $0.log.inject(call, error, when) }
+    }
+
+    /// Lets calls of that kind (all kinds when nil) succeed again.
+    func clearInjections(_ call: V4L2Call? = nil) { state.withLock { $0.log.clearFaults(call) } }
+
+    /// Every call so far, in order, with its outcome.
+    var trace: [V4L2TraceEntry] { state.withLock { $0.log.entries } }
+    /// The trace without polling and without DQBUFs that found nothing (EAGAIN): the calls that
+    /// configure, start and stop.
+    var controlTrace: [V4L2TraceEntry] {
+        trace.filter { $0.call != .poll && !($0.call == .dequeueBuffer && $0.error == .wouldBlock) }
+    }
+    func clearTrace() { state.withLock { $0.log.clear() } }
+    /// How many calls of a kind succeeded (all outcomes when `succeeded` is false).
+    func count(_ call: V4L2Call, succeeded: Bool = true) -> Int {
+        trace.filter { $0.call == call && (!succeeded || $0.error == nil) }.count
+    }
+    var openDescriptors: Int { state.withLock { $0.fds.count } }
+
+    /// Runs one call: records it, fails it with an injected error, or runs `body` on the state and
+    /// records its outcome.
+    private func enter<T: Sendable>(_ call: V4L2Call, _ fd: V4L2FileDescriptor?, _ detail: String = "",
+                                    _ body: (inout State) throws(V4L2Errno) -> T) throws(V4L2Errno) -> T {
+        try state.withLock { (s: inout State) throws(V4L2Errno) -> T in
+            if let injected = s.log.injected(call) {
+                s.log.record(call, fd, detail, injected)
+                throw injected
+            }
+            do throws(V4L2Errno) {
+                let result = try body(&s)
+                s.log.record(call, fd, detail, nil)
+                return result
+            } catch {
+                s.log.record(call, fd, detail, error)
+                throw error
+            }
+        }
+    }
+
+    /// The node an open descriptor is on, or the errno a call on it fails with.
+    private func node(_ s: State, _ fd: V4L2FileDescriptor) throws(V4L2Errno) -> String {
+        guard let path = s.fds[fd.rawValue] else { throw .badDescriptor }
+        if s.disconnected { throw .noDevice }
+        return path
+    }
+
+    private func ownsPriority(_ s: State, _ fd: V4L2FileDescriptor) -> Bool {
+        s.priorityOwner == nil || s.priorityOwner == fd.rawValue
+    }
+
+    // MARK: V4L2System
 
     func deviceNodes() -> [String] { ["/dev/video0", "/dev/video1"] }
 
     /// The fake's nodes exist until it is unplugged (the host has no /dev/video0).
     func nodeExists(_ path: String) -> Bool { state.withLock { !$0.disconnected } && deviceNodes().contains(path) }
 
-    func open(_ path: String) -> Int32 {
-        state.withLock { s in
-            guard deviceNodes().contains(path) else { return -ENOENT }
+    func open(_ path: String) throws(V4L2Errno) -> V4L2FileDescriptor {
+        try enter(.open, nil, path) { s throws(V4L2Errno) in
+            guard deviceNodes().contains(path), !s.disconnected else { throw .noSuchFile }
             s.nextFD += 1
             s.fds[s.nextFD] = path
-            return s.nextFD
+            return V4L2FileDescriptor(rawValue: s.nextFD)
         }
     }
 
-    func close(_ fd: Int32) {
-        state.withLock { s in
-            s.fds[fd] = nil
-            if s.priorityOwner == fd { s.priorityOwner = nil }
+    func close(_ fd: V4L2FileDescriptor) {
+        try? enter(.close, fd) { s throws(V4L2Errno) in
+            guard s.fds.removeValue(forKey: fd.rawValue) != nil else { throw .badDescriptor }
+            if s.priorityOwner == fd.rawValue { s.priorityOwner = nil }
         }
     }
 
-    func map(_ fd: Int32, length: Int, offset: Int) -> UnsafeMutableRawPointer? {
-        offset / FakeCamera.bufferLength < memory.count ? memory[offset / FakeCamera.bufferLength] : nil
-    }
-
-    func unmap(_ address: UnsafeMutableRawPointer, length: Int) {}
-
-    func poll(_ fd: Int32, wakeFD: Int32, timeoutMilliseconds: Int32) -> V4L2PollResult {
-        var one: UInt8 = 0
-        if read(wakeFD, &one, 1) == 1 { return .woken }
-        let liveWait = state.withLock { s -> Int64? in
-            guard let live = s.live, s.streaming, !s.disconnected else { return nil }
-            return live.startNs + Int64(live.next + 1) * live.periodNs - FakeCamera.monotonicNanoseconds()
-        }
-        if let liveWait {
-            // Wait for the next frame's end the way the kernel would: on the stream's wake-up pipe.
-            let wait = Int32(clamping: max(0, liveWait) / 1_000_000)
-            var fds = [pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
-            if Glibc.poll(&fds, 1, min(wait, timeoutMilliseconds)) > 0 { _ = read(wakeFD, &one, 1); return .woken }
-            return wait <= timeoutMilliseconds ? .readable : .timedOut
-        }
-        return state.withLock { s in
-            if s.disconnected { return .failed }
-            return s.frames.isEmpty ? .timedOut : .readable
+    func queryCapability(_ fd: V4L2FileDescriptor) throws(V4L2Errno) -> V4L2Capability {
+        try enter(.querycap, fd) { s throws(V4L2Errno) in
+            let capture = try node(s, fd) == "/dev/video0"
+            return V4L2Capability(driver: "fakecam", card: "Fake Camera", busInfo: "usb-0000:00:14.0-1",
+                                  capabilities: [.deviceCapabilities, .videoCapture, .videoOutput],
+                                  deviceCapabilities: capture ? [.videoCapture, .streaming] : [.videoOutput, .streaming])
         }
     }
 
-    // swiftlint:disable:next cyclomatic_complexity
-    func ioctl(_ fd: Int32, _ request: UInt, _ arg: UnsafeMutableRawPointer) -> Int32 {
-        state.withLock { s -> Int32 in
-            guard let path = s.fds[fd] else { return EBADF }
-            if s.disconnected { return ENODEV }
-            let capture = path == "/dev/video0"
-            switch request {
-            case V4L2Request.querycap:
-                let cap = arg.assumingMemoryBound(to: v4l2_capability.self)
-                cap.pointee = v4l2_capability()
-                withUnsafeMutableBytes(of: &cap.pointee.card) { copyString("Fake Camera", into: $0) }
-                withUnsafeMutableBytes(of: &cap.pointee.driver) { copyString("fakecam", into: $0) }
-                withUnsafeMutableBytes(of: &cap.pointee.bus_info) { copyString("usb-0000:00:14.0-1", into: $0) }
-                cap.pointee.capabilities = UInt32(V4L2_CAP_DEVICE_CAPS) | UInt32(V4L2_CAP_VIDEO_CAPTURE) | UInt32(V4L2_CAP_VIDEO_OUTPUT)
-                cap.pointee.device_caps = capture ? UInt32(V4L2_CAP_VIDEO_CAPTURE) | UInt32(V4L2_CAP_STREAMING)
-                                                  : UInt32(V4L2_CAP_VIDEO_OUTPUT) | UInt32(V4L2_CAP_STREAMING)
-                return 0
-            case V4L2Request.enumFormat:
-                let d = arg.assumingMemoryBound(to: v4l2_fmtdesc.self)
-                let list = [PixelFormat.yuyv, PixelFormat(fourcc: "BA81"), PixelFormat.nv12]
-                guard Int(d.pointee.index) < list.count else { return EINVAL }
-                d.pointee.pixelformat = list[Int(d.pointee.index)].rawValue
-                return 0
-            case V4L2Request.enumFrameSizes:
-                let f = arg.assumingMemoryBound(to: v4l2_frmsizeenum.self)
-                if f.pointee.pixel_format == PixelFormat.nv12.rawValue {
-                    guard f.pointee.index == 0 else { return EINVAL }
-                    f.pointee.type = V4L2_FRMSIZE_TYPE_STEPWISE.rawValue
-                    f.pointee.stepwise = v4l2_frmsize_stepwise(min_width: 320, max_width: 1280, step_width: 16,
-                                                                 min_height: 240, max_height: 720, step_height: 8)
-                    return 0
-                }
-                let sizes: [(UInt32, UInt32)] = [(640, 480), (320, 240)]
-                guard Int(f.pointee.index) < sizes.count else { return EINVAL }
-                f.pointee.type = V4L2_FRMSIZE_TYPE_DISCRETE.rawValue
-                f.pointee.discrete = v4l2_frmsize_discrete(width: sizes[Int(f.pointee.index)].0, height: sizes[Int(f.pointee.index)].1)
-                return 0
-            case V4L2Request.enumFrameIntervals:
-                let f = arg.assumingMemoryBound(to: v4l2_frmivalenum.self)
-                if f.pointee.pixel_format == PixelFormat.nv12.rawValue {
-                    guard f.pointee.index == 0 else { return EINVAL }
-                    f.pointee.type = V4L2_FRMIVAL_TYPE_CONTINUOUS.rawValue
-                    f.pointee.stepwise = v4l2_frmival_stepwise(min: v4l2_fract(numerator: 1, denominator: 60),
-                                                               max: v4l2_fract(numerator: 1, denominator: 1),
-                                                               step: v4l2_fract(numerator: 1, denominator: 1))
-                    return 0
-                }
-                let rates: [UInt32] = [30, 15]
-                guard Int(f.pointee.index) < rates.count else { return EINVAL }
-                f.pointee.type = V4L2_FRMIVAL_TYPE_DISCRETE.rawValue
-                f.pointee.discrete = v4l2_fract(numerator: 1, denominator: rates[Int(f.pointee.index)])
-                return 0
-            case V4L2Request.getFormat, V4L2Request.setFormat:
-                let f = arg.assumingMemoryBound(to: v4l2_format.self)
-                if request == V4L2Request.setFormat {
-                    if let owner = s.priorityOwner, owner != fd { return EBUSY }
-                    s.format = (f.pointee.fmt.pix.width, f.pointee.fmt.pix.height, f.pointee.fmt.pix.pixelformat)
-                }
-                f.pointee.fmt.pix.width = s.format.width
-                f.pointee.fmt.pix.height = s.format.height
-                f.pointee.fmt.pix.pixelformat = s.format.pixel
-                f.pointee.fmt.pix.bytesperline = UInt32(FakeCamera.bytesPerLine)
-                f.pointee.fmt.pix.sizeimage = UInt32(FakeCamera.bufferLength)
-                return 0
-            case V4L2Request.getParameters, V4L2Request.setParameters:
-                let p = arg.assumingMemoryBound(to: v4l2_streamparm.self)
-                if request == V4L2Request.setParameters {
-                    s.interval = (p.pointee.parm.capture.timeperframe.numerator, p.pointee.parm.capture.timeperframe.denominator)
-                }
-                p.pointee.parm.capture.capability = UInt32(V4L2_CAP_TIMEPERFRAME)
-                p.pointee.parm.capture.timeperframe = v4l2_fract(numerator: s.interval.num, denominator: s.interval.den)
-                return 0
-            case V4L2Request.queryControl:
-                let q = arg.assumingMemoryBound(to: v4l2_queryctrl.self)
-                let wanted = q.pointee.id & ~UInt32(V4L2_CTRL_FLAG_NEXT_CTRL)
-                let next = q.pointee.id & UInt32(V4L2_CTRL_FLAG_NEXT_CTRL) != 0
-                let sorted = FakeCamera.controlTable.sorted { $0.id < $1.id }
-                guard let c = next ? sorted.first(where: { $0.id > wanted }) : sorted.first(where: { $0.id == wanted }) else { return EINVAL }
-                q.pointee = v4l2_queryctrl()
-                q.pointee.id = c.id
-                q.pointee.type = c.type.rawValue
-                withUnsafeMutableBytes(of: &q.pointee.name) { copyString(c.name, into: $0) }
-                q.pointee.minimum = c.min
-                q.pointee.maximum = c.max
-                q.pointee.step = c.step
-                q.pointee.default_value = c.def
-                return 0
-            case V4L2Request.queryMenu:
-                let m = arg.assumingMemoryBound(to: v4l2_querymenu.self)
-                guard m.pointee.id == UInt32(V4L2_CID_EXPOSURE_AUTO), let name = FakeCamera.exposureMenu[m.pointee.index] else { return EINVAL }
-                withUnsafeMutableBytes(of: &m.pointee.name) { copyString(name, into: $0) }
-                return 0
-            case V4L2Request.getControl, V4L2Request.setControl:
-                let c = arg.assumingMemoryBound(to: v4l2_control.self)
-                guard let entry = FakeCamera.controlTable.first(where: { $0.id == c.pointee.id }) else { return EINVAL }
-                if request == V4L2Request.setControl {
-                    if let owner = s.priorityOwner, owner != fd { return EBUSY }
-                    s.controls[c.pointee.id] = c.pointee.value
-                } else {
-                    c.pointee.value = s.controls[c.pointee.id] ?? entry.def
-                }
-                return 0
-            case V4L2Request.setPriority:
-                let p = arg.assumingMemoryBound(to: UInt32.self).pointee
-                if p == V4L2_PRIORITY_RECORD.rawValue {
-                    if let owner = s.priorityOwner, owner != fd { return EBUSY }
-                    s.priorityOwner = fd
-                } else if s.priorityOwner == fd {
-                    s.priorityOwner = nil
-                }
-                return 0
-            case V4L2Request.requestBuffers:
-                let r = arg.assumingMemoryBound(to: v4l2_requestbuffers.self)
-                r.pointee.count = min(r.pointee.count, 4)
-                return 0
-            case V4L2Request.queryBuffer:
-                let b = arg.assumingMemoryBound(to: v4l2_buffer.self)
-                b.pointee.length = UInt32(FakeCamera.bufferLength)
-                b.pointee.m.offset = b.pointee.index * UInt32(FakeCamera.bufferLength)
-                return 0
-            case V4L2Request.queueBuffer:
-                s.queued.append(arg.assumingMemoryBound(to: v4l2_buffer.self).pointee.index)
-                return 0
-            case V4L2Request.streamOn:
-                if s.failStreamOn { return EIO }
-                s.streaming = true
-                if let live = s.live { s.live = (live.periodNs, FakeCamera.monotonicNanoseconds(), 0) }
-                return 0
-            case V4L2Request.streamOff:
-                s.streaming = false
-                s.queued.removeAll()
-                return 0
-            case V4L2Request.dequeueBuffer:
-                if let e = s.failDequeue {
-                    s.failDequeue = nil
-                    return e
-                }
-                if let live = s.live, s.streaming {
-                    let end = live.startNs + Int64(live.next + 1) * live.periodNs
-                    guard end <= FakeCamera.monotonicNanoseconds() else { return EAGAIN }
-                    s.frames = [Frame(sequence: live.next, timestampNs: end, fill: UInt8(truncatingIfNeeded: 16 + live.next))]
-                    s.live = (live.periodNs, live.startNs, live.next + 1)
-                }
-                guard s.streaming, !s.frames.isEmpty, !s.queued.isEmpty else { return EAGAIN }
-                let frame = s.frames.removeFirst()
-                let index = s.queued.removeFirst()
-                memset(memory[Int(index)], Int32(frame.fill), FakeCamera.bufferLength)
-                let b = arg.assumingMemoryBound(to: v4l2_buffer.self)
-                b.pointee.index = index
-                b.pointee.sequence = frame.sequence
-                b.pointee.bytesused = UInt32(FakeCamera.bufferLength)
-                b.pointee.flags = UInt32(V4L2_BUF_FLAG_TIMESTAMP_MONOTONIC) | UInt32(V4L2_BUF_FLAG_TSTAMP_SRC_EOF)
-                    | (frame.error ? UInt32(V4L2_BUF_FLAG_ERROR) : 0)
-                b.pointee.timestamp = timeval(tv_sec: Int(frame.timestampNs / 1_000_000_000),
-                                              tv_usec: Int(frame.timestampNs % 1_000_000_000 / 1000))
-                return 0
-            default:
-                return ENOTTY
+    func enumerateFormat(_ fd: V4L2FileDescriptor, type: V4L2BufferType, index: UInt32) throws(V4L2Errno) -> PixelFormat {
+        try enter(.enumFormat, fd, "index \(index)") { s throws(V4L2Errno) in
+            _ = try node(s, fd)
+            let list = [PixelFormat.yuyv, PixelFormat(fourcc: "BA81"), PixelFormat.nv12]
+            guard Int(index) < list.count else { throw .invalidArgument }
+            return list[Int(index)]
+        }
+    }
+
+    func enumerateFrameSize(_ fd: V4L2FileDescriptor, pixelFormat: PixelFormat, index: UInt32) throws(V4L2Errno) -> V4L2FrameSize {
+        try enter(.enumFrameSizes, fd, "\(pixelFormat) index \(index)") { s throws(V4L2Errno) in
+            _ = try node(s, fd)
+            if pixelFormat == .nv12 {
+                guard index == 0 else { throw .invalidArgument }
+                return .stepwise(minimum: Dimensions(width: 320, height: 240), maximum: Dimensions(width: 1280, height: 720),
+                                 stepWidth: 16, stepHeight: 8)
+            }
+            let sizes = [Dimensions(width: 640, height: 480), Dimensions(width: 320, height: 240)]
+            guard Int(index) < sizes.count else { throw .invalidArgument }
+            return .discrete(sizes[Int(index)])
+        }
+    }
+
+    func enumerateFrameInterval(_ fd: V4L2FileDescriptor, pixelFormat: PixelFormat, size: Dimensions,
+                                index: UInt32) throws(V4L2Errno) -> V4L2FrameInterval {
+        try enter(.enumFrameIntervals, fd, "\(pixelFormat) \(size) index \(index)") { s throws(V4L2Errno) in
+            _ = try node(s, fd)
+            if pixelFormat == .nv12 {
+                guard index == 0 else { throw .invalidArgument }
+                return .stepwise(minimum: V4L2Fraction(numerator: 1, denominator: 60), maximum: V4L2Fraction(numerator: 1, denominator: 1),
+                                 step: V4L2Fraction(numerator: 1, denominator: 1))
+            }
+            let rates: [UInt32] = [30, 15]
+            guard Int(index) < rates.count else { throw .invalidArgument }
+            return .discrete(V4L2Fraction(numerator: 1, denominator: rates[Int(index)]))
+        }
+    }
+
+    private func current(_ s: State) -> V4L2ImageFormat {
+        V4L2ImageFormat(width: s.format.width, height: s.format.height, pixelFormat: s.format.pixel,
+                        bytesPerLine: UInt32(FakeCamera.bytesPerLine), imageSize: UInt32(FakeCamera.bufferLength))
+    }
+
+    func getFormat(_ fd: V4L2FileDescriptor, type: V4L2BufferType) throws(V4L2Errno) -> V4L2ImageFormat {
+        try enter(.getFormat, fd) { s throws(V4L2Errno) in
+            _ = try node(s, fd)
+            return current(s)
+        }
+    }
+
+    func setFormat(_ fd: V4L2FileDescriptor, type: V4L2BufferType, _ format: inout V4L2ImageFormat) throws(V4L2Errno) {
+        let asked = format
+        format = try enter(.setFormat, fd, "\(asked.pixelFormat) \(asked.width)x\(asked.height)") { s throws(V4L2Errno) in
+            _ = try node(s, fd)
+            guard ownsPriority(s, fd) else { throw .busy }
+            s.format = (asked.width, asked.height, asked.pixelFormat)
+            return current(s)
+        }
+    }
+
+    func getParameters(_ fd: V4L2FileDescriptor, type: V4L2BufferType) throws(V4L2Errno) -> V4L2StreamParameters {
+        try enter(.getParameters, fd) { s throws(V4L2Errno) in
+            _ = try node(s, fd)
+            return V4L2StreamParameters(canSetTimePerFrame: true, timePerFrame: s.interval)
+        }
+    }
+
+    func setParameters(_ fd: V4L2FileDescriptor, type: V4L2BufferType, _ parameters: inout V4L2StreamParameters) throws(V4L2Errno) {
+        let asked = parameters.timePerFrame
+        parameters = try enter(.setParameters, fd, "\(asked.numerator)/\(asked.denominator)") { s throws(V4L2Errno) in
+            _ = try node(s, fd)
+            s.interval = asked
+            return V4L2StreamParameters(canSetTimePerFrame: true, timePerFrame: s.interval)
+        }
+    }
+
+    func requestBuffers(_ fd: V4L2FileDescriptor, type: V4L2BufferType, count: UInt32) throws(V4L2Errno) -> UInt32 {
+        try enter(.requestBuffers, fd, "count \(count)") { s throws(V4L2Errno) in
+            _ = try node(s, fd)
+            return min(count, UInt32(memory.count))
+        }
+    }
+
+    func queryBuffer(_ fd: V4L2FileDescriptor, type: V4L2BufferType, index: UInt32) throws(V4L2Errno) -> V4L2BufferLocation {
+        try enter(.queryBuffer, fd, "index \(index)") { s throws(V4L2Errno) in
+            _ = try node(s, fd)
+            return V4L2BufferLocation(index: index, length: FakeCamera.bufferLength, offset: Int(index) * FakeCamera.bufferLength)
+        }
+    }
+
+    func map(_ fd: V4L2FileDescriptor, _ location: V4L2BufferLocation) throws(V4L2Errno) -> V4L2MappedBuffer {
+        let slot = try enter(.mmap, fd, "buffer \(location.index)") { s throws(V4L2Errno) in
+            _ = try node(s, fd)
+            let slot = location.offset / FakeCamera.bufferLength
+            guard slot < memory.count else { throw .invalidArgument }
+            return slot
+        }
+        return V4L2MappedBuffer(address: memory[slot], length: location.length)
+    }
+
+    func unmap(_ buffer: V4L2MappedBuffer) {
+        let slot = memory.firstIndex(of: buffer.address)
+        try? enter(.munmap, nil, slot.map { "buffer \($0)" } ?? "unknown") { _ throws(V4L2Errno) in
+            guard slot != nil else { throw .invalidArgument }
+        }
+    }
+
+    func queueBuffer(_ fd: V4L2FileDescriptor, type: V4L2BufferType, index: UInt32) throws(V4L2Errno) {
+        try enter(.queueBuffer, fd, "index \(index)") { s throws(V4L2Errno) in
+            _ = try node(s, fd)
+            s.queued.append(index)
+        }
+    }
+
+    func streamOn(_ fd: V4L2FileDescriptor, type: V4L2BufferType) throws(V4L2Errno) {
+        try enter(.streamOn, fd) { s throws(V4L2Errno) in
+            _ = try node(s, fd)
+            s.streaming = true
+            if let live = s.live { s.live = (live.periodNs, FakeCamera.monotonicNanoseconds(), 0) }
+        }
+    }
+
+    func streamOff(_ fd: V4L2FileDescriptor, type: V4L2BufferType) throws(V4L2Errno) {
+        try enter(.streamOff, fd) { s throws(V4L2Errno) in
+            _ = try node(s, fd)
+            s.streaming = false
+            s.queued.removeAll()
+        }
+    }
+
+    func dequeueBuffer(_ fd: V4L2FileDescriptor, type: V4L2BufferType) throws(V4L2Errno) -> V4L2DequeuedBuffer {
+        let (buffer, fill) = try enter(.dequeueBuffer, fd) { s throws(V4L2Errno) -> (V4L2DequeuedBuffer, UInt8) in
+            _ = try node(s, fd)
+            if let live = s.live, s.streaming {
+                let end = live.startNs + Int64(live.next + 1) * live.periodNs
+                guard end <= FakeCamera.monotonicNanoseconds() else { throw .wouldBlock }
+                s.frames = [Frame(sequence: live.next, timestampNs: end, fill: UInt8(truncatingIfNeeded: 16 + live.next))]
+                s.live = (live.periodNs, live.startNs, live.next + 1)
+            }
+            guard s.streaming, !s.frames.isEmpty, !s.queued.isEmpty else { throw .wouldBlock }
+            let frame = s.frames.removeFirst()
+            let index = s.queued.removeFirst()
+            let flags: V4L2BufferFlags = [.timestampMonotonic, .timestampEndOfFrame]
+            return (V4L2DequeuedBuffer(index: index, sequence: frame.sequence, bytesUsed: FakeCamera.bufferLength,
+                                       length: FakeCamera.bufferLength, flags: frame.error ? flags.union(.error) : flags,
+                                       timestampNanoseconds: frame.timestampNs / 1000 * 1000), frame.fill)
+        }
+        // Dequeued buffers belong to the caller until QBUF: filling it outside the lock is safe.
+        memset(memory[Int(buffer.index)], Int32(fill), FakeCamera.bufferLength)
+        return buffer
+    }
+
+    func queryControl(_ fd: V4L2FileDescriptor, id: UInt32, next: Bool) throws(V4L2Errno) -> V4L2ControlQuery {
+        try enter(.queryControl, fd, next ? "after \(id)" : "\(id)") { s throws(V4L2Errno) in
+            _ = try node(s, fd)
+            let sorted = FakeCamera.controlTable.sorted { $0.id < $1.id }
+            guard let c = next ? sorted.first(where: { $0.id > id }) : sorted.first(where: { $0.id == id }) else { throw .invalidArgument }
+            return V4L2ControlQuery(id: c.id, type: c.type.rawValue, name: c.name, minimum: c.min, maximum: c.max, step: c.step,
+                                    defaultValue: c.def, flags: 0)
+        }
+    }
+
+    func queryMenu(_ fd: V4L2FileDescriptor, control: UInt32, index: UInt32) throws(V4L2Errno) -> V4L2MenuEntry {
+        try enter(.queryMenu, fd, "\(control) index \(index)") { s throws(V4L2Errno) in
+            _ = try node(s, fd)
+            guard control == UInt32(V4L2_CID_EXPOSURE_AUTO), let name = FakeCamera.exposureMenu[index] else { throw .invalidArgument }
+            return V4L2MenuEntry(name: name, value: 0)
+        }
+    }
+
+    func getControl(_ fd: V4L2FileDescriptor, id: UInt32) throws(V4L2Errno) -> Int32 {
+        try enter(.getControl, fd, "\(id)") { s throws(V4L2Errno) in
+            _ = try node(s, fd)
+            guard let entry = FakeCamera.controlTable.first(where: { $0.id == id }) else { throw .invalidArgument }
+            return s.controls[id] ?? entry.def
+        }
+    }
+
+    func setControl(_ fd: V4L2FileDescriptor, id: UInt32, value: Int32) throws(V4L2Errno) {
+        try enter(.setControl, fd, "\(id) = \(value)") { s throws(V4L2Errno) in
+            _ = try node(s, fd)
+            guard FakeCamera.controlTable.contains(where: { $0.id == id }) else { throw .invalidArgument }
+            guard ownsPriority(s, fd) else { throw .busy }
+            s.controls[id] = value
+        }
+    }
+
+    func setPriority(_ fd: V4L2FileDescriptor, _ priority: V4L2Priority) throws(V4L2Errno) {
+        try enter(.setPriority, fd, "\(priority)") { s throws(V4L2Errno) in
+            _ = try node(s, fd)
+            if priority == .record {
+                guard ownsPriority(s, fd) else { throw .busy }
+                s.priorityOwner = fd.rawValue
+            } else if s.priorityOwner == fd.rawValue {
+                s.priorityOwner = nil
             }
         }
     }
-}
 
-private func copyString(_ text: String, into raw: UnsafeMutableRawBufferPointer) {
-    let bytes = Array(text.utf8.prefix(raw.count - 1))
-    raw.copyBytes(from: bytes + [0])
+    func poll(_ fd: V4L2FileDescriptor, wake: V4L2WakePipe?, timeoutMilliseconds: Int32) -> V4L2PollResult {
+        let result = waitForEvent(wake: wake, timeoutMilliseconds: timeoutMilliseconds)
+        state.withLock { $0.log.record(.poll, fd, "\(result)", nil) }
+        return result
+    }
+
+    /// As the kernel's poll: at once when a buffer is done or the device is gone, else waiting on
+    /// the wake-up pipe until the next live frame is due or the timeout passes (no busy loop).
+    private func waitForEvent(wake: V4L2WakePipe?, timeoutMilliseconds: Int32) -> V4L2PollResult {
+        if let wake, V4L2Syscalls.consumeWake(wake) { return .woken }
+        let (gone, ready, liveWait) = state.withLock { s -> (Bool, Bool, Int64?) in
+            guard let live = s.live, s.streaming else { return (s.disconnected, !s.frames.isEmpty, nil) }
+            return (s.disconnected, false, live.startNs + Int64(live.next + 1) * live.periodNs - FakeCamera.monotonicNanoseconds())
+        }
+        if gone { return .failed }
+        if ready { return .readable }
+        let due = liveWait.map { Int32(clamping: max(0, $0) / 1_000_000) }
+        let wait = min(due ?? timeoutMilliseconds, timeoutMilliseconds)
+        if let wake {
+            if V4L2Syscalls.waitForWake(wake, timeoutMilliseconds: wait) { return .woken }
+        } else {
+            usleep(UInt32(wait) * 1000)
+        }
+        if let due, due <= timeoutMilliseconds { return .readable }
+        return state.withLock { $0.disconnected } ? .failed : .timedOut
+    }
+
+    func write(_ fd: V4L2FileDescriptor, _ bytes: UnsafeRawBufferPointer) throws(V4L2Errno) -> Int {
+        try enter(.write, fd, "\(bytes.count) bytes") { _ throws(V4L2Errno) in throw .inappropriateIoctl }
+    }
 }

@@ -1,4 +1,3 @@
-import CV4L2
 import CaptureCore
 import CaptureMedia
 import Foundation
@@ -20,83 +19,104 @@ final class FakeLoopback: V4L2System, @unchecked Sendable {
         var writeError: Int32?
     }
     let state = Locked(State())
+    static let fd = V4L2FileDescriptor(rawValue: 42)
 
     init(mode: Mode = .output) { state.withLock { $0.mode = mode } }
 
-    func deviceNodes() -> [String] { ["/dev/video10"] }
-    func open(_ path: String) -> Int32 {
-        guard path == "/dev/video10" else { return -ENOENT }
-        return state.withLock { s in s.open.insert(42); return 42 }
+    private func check(_ s: State, _ fd: V4L2FileDescriptor) throws(V4L2Errno) {
+        guard s.open.contains(fd.rawValue) else { throw .badDescriptor }
     }
-    func close(_ fd: Int32) { _ = state.withLock { $0.open.remove(fd) } }
-    func map(_ fd: Int32, length: Int, offset: Int) -> UnsafeMutableRawPointer? { nil }
-    func unmap(_ address: UnsafeMutableRawPointer, length: Int) {}
-    func poll(_ fd: Int32, wakeFD: Int32, timeoutMilliseconds: Int32) -> V4L2PollResult { .timedOut }
 
-    func ioctl(_ fd: Int32, _ request: UInt, _ arg: UnsafeMutableRawPointer) -> Int32 {
-        state.withLock { s -> Int32 in
-            guard s.open.contains(fd) else { return EBADF }
-            switch request {
-            case V4L2Request.querycap:
-                let cap = arg.assumingMemoryBound(to: v4l2_capability.self)
-                cap.pointee = v4l2_capability()
-                let driver = s.mode == .camera ? "vivid" : "v4l2 loopback"
-                withUnsafeMutableBytes(of: &cap.pointee.driver) { copy(driver, into: $0) }
-                withUnsafeMutableBytes(of: &cap.pointee.card) { copy("CaptureKitLoopback", into: $0) }
-                let streaming = UInt32(V4L2_CAP_STREAMING)
-                let caps: UInt32
-                switch s.mode {
-                case .output: caps = UInt32(V4L2_CAP_VIDEO_OUTPUT) | UInt32(V4L2_CAP_READWRITE) | streaming
-                case .outputWithoutReadWrite: caps = UInt32(V4L2_CAP_VIDEO_OUTPUT) | streaming
-                case .capturingWithAnotherWriter, .camera: caps = UInt32(V4L2_CAP_VIDEO_CAPTURE) | UInt32(V4L2_CAP_READWRITE) | streaming
-                }
-                cap.pointee.capabilities = caps | UInt32(V4L2_CAP_DEVICE_CAPS)
-                cap.pointee.device_caps = caps
-                return 0
-            case V4L2Request.setFormat:
-                let f = arg.assumingMemoryBound(to: v4l2_format.self)
-                guard f.pointee.type == V4L2_BUF_TYPE_VIDEO_OUTPUT.rawValue else { return EINVAL }
-                if let locked = s.lockedFormat {
-                    f.pointee.fmt.pix.pixelformat = locked.pixel
-                    f.pointee.fmt.pix.width = locked.width
-                    f.pointee.fmt.pix.height = locked.height
-                }
-                let w = f.pointee.fmt.pix.width, h = f.pointee.fmt.pix.height
-                switch PixelFormat(rawValue: f.pointee.fmt.pix.pixelformat) {
-                case .yuyv: f.pointee.fmt.pix.bytesperline = w * 2; f.pointee.fmt.pix.sizeimage = w * h * 2
-                case .yuv420, .nv12: f.pointee.fmt.pix.bytesperline = w; f.pointee.fmt.pix.sizeimage = w * h * 3 / 2
-                case .mjpeg: f.pointee.fmt.pix.bytesperline = 0; f.pointee.fmt.pix.sizeimage = w * h * 4
-                default:  // v4l2loopback falls back to its first format, BGR4
-                    f.pointee.fmt.pix.pixelformat = PixelFormat(fourcc: "BGR4").rawValue
-                    f.pointee.fmt.pix.bytesperline = w * 4; f.pointee.fmt.pix.sizeimage = w * h * 4
-                }
-                return 0
-            case V4L2Request.setParameters:
-                let p = arg.assumingMemoryBound(to: v4l2_streamparm.self)
-                guard p.pointee.type == V4L2_BUF_TYPE_VIDEO_OUTPUT.rawValue else { return EINVAL }
-                s.interval = (p.pointee.parm.output.timeperframe.numerator, p.pointee.parm.output.timeperframe.denominator)
-                return 0
-            case V4L2Request.streamOn:
-                guard arg.load(as: Int32.self) == Int32(V4L2_BUF_TYPE_VIDEO_OUTPUT.rawValue) else { return EINVAL }
-                s.streaming = true
-                return 0
-            default:
-                return ENOTTY
+    func deviceNodes() -> [String] { ["/dev/video10"] }
+    func nodeExists(_ path: String) -> Bool { path == "/dev/video10" }
+    func open(_ path: String) throws(V4L2Errno) -> V4L2FileDescriptor {
+        guard path == "/dev/video10" else { throw .noSuchFile }
+        state.withLock { _ = $0.open.insert(Self.fd.rawValue) }
+        return Self.fd
+    }
+    func close(_ fd: V4L2FileDescriptor) { _ = state.withLock { $0.open.remove(fd.rawValue) } }
+
+    func queryCapability(_ fd: V4L2FileDescriptor) throws(V4L2Errno) -> V4L2Capability {
+        try state.withLock { (s: inout State) throws(V4L2Errno) -> V4L2Capability in
+            try check(s, fd)
+            let caps: V4L2CapabilityFlags
+            switch s.mode {
+            case .output: caps = [.videoOutput, .readWrite, .streaming]
+            case .outputWithoutReadWrite: caps = [.videoOutput, .streaming]
+            case .capturingWithAnotherWriter, .camera: caps = [.videoCapture, .readWrite, .streaming]
             }
+            return V4L2Capability(driver: s.mode == .camera ? "vivid" : "v4l2 loopback", card: "CaptureKitLoopback", busInfo: "",
+                                  capabilities: caps.union(.deviceCapabilities), deviceCapabilities: caps)
         }
     }
 
-    func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Int {
-        state.withLock { s in
-            if let e = s.writeError { return -Int(e) }
+    func setFormat(_ fd: V4L2FileDescriptor, type: V4L2BufferType, _ format: inout V4L2ImageFormat) throws(V4L2Errno) {
+        let asked = format
+        format = try state.withLock { (s: inout State) throws(V4L2Errno) -> V4L2ImageFormat in
+            try check(s, fd)
+            guard type == .videoOutput else { throw .invalidArgument }
+            var f = asked
+            if let locked = s.lockedFormat {
+                f = V4L2ImageFormat(width: locked.width, height: locked.height, pixelFormat: PixelFormat(rawValue: locked.pixel))
+            }
+            let w = f.width, h = f.height
+            switch f.pixelFormat {
+            case .yuyv: f.bytesPerLine = w * 2; f.imageSize = w * h * 2
+            case .yuv420, .nv12: f.bytesPerLine = w; f.imageSize = w * h * 3 / 2
+            case .mjpeg: f.bytesPerLine = 0; f.imageSize = w * h * 4
+            default:  // v4l2loopback falls back to its first format, BGR4
+                f.pixelFormat = PixelFormat(fourcc: "BGR4")
+                f.bytesPerLine = w * 4; f.imageSize = w * h * 4
+            }
+            return f
+        }
+    }
+
+    func setParameters(_ fd: V4L2FileDescriptor, type: V4L2BufferType, _ parameters: inout V4L2StreamParameters) throws(V4L2Errno) {
+        let asked = parameters.timePerFrame
+        try state.withLock { (s: inout State) throws(V4L2Errno) in
+            try check(s, fd)
+            guard type == .videoOutput else { throw .invalidArgument }
+            s.interval = (asked.numerator, asked.denominator)
+        }
+    }
+
+    func streamOn(_ fd: V4L2FileDescriptor, type: V4L2BufferType) throws(V4L2Errno) {
+        try state.withLock { (s: inout State) throws(V4L2Errno) in
+            try check(s, fd)
+            guard type == .videoOutput else { throw .invalidArgument }
+            s.streaming = true
+        }
+    }
+
+    func write(_ fd: V4L2FileDescriptor, _ bytes: UnsafeRawBufferPointer) throws(V4L2Errno) -> Int {
+        try state.withLock { (s: inout State) throws(V4L2Errno) -> Int in
+            if let e = s.writeError { throw V4L2Errno(rawValue: e) }
             s.frames.append(Array(bytes))
             return bytes.count
         }
     }
 
-    private func copy(_ text: String, into buffer: UnsafeMutableRawBufferPointer) {
-        for (i, byte) in text.utf8.prefix(buffer.count - 1).enumerated() { buffer[i] = byte }
-    }
+    // What a v4l2loopback output node does not answer (ENOTTY), or has nothing for.
+    func enumerateFormat(_ fd: V4L2FileDescriptor, type: V4L2BufferType, index: UInt32) throws(V4L2Errno) -> PixelFormat { throw .inappropriateIoctl }
+    func enumerateFrameSize(_ fd: V4L2FileDescriptor, pixelFormat: PixelFormat, index: UInt32) throws(V4L2Errno) -> V4L2FrameSize { throw .inappropriateIoctl }
+    func enumerateFrameInterval(_ fd: V4L2FileDescriptor, pixelFormat: PixelFormat, size: Dimensions,
+                                index: UInt32) throws(V4L2Errno) -> V4L2FrameInterval { throw .inappropriateIoctl }
+    func getFormat(_ fd: V4L2FileDescriptor, type: V4L2BufferType) throws(V4L2Errno) -> V4L2ImageFormat { throw .inappropriateIoctl }
+    func getParameters(_ fd: V4L2FileDescriptor, type: V4L2BufferType) throws(V4L2Errno) -> V4L2StreamParameters { throw .inappropriateIoctl }
+    func requestBuffers(_ fd: V4L2FileDescriptor, type: V4L2BufferType, count: UInt32) throws(V4L2Errno) -> UInt32 { throw .inappropriateIoctl }
+    func queryBuffer(_ fd: V4L2FileDescriptor, type: V4L2BufferType, index: UInt32) throws(V4L2Errno) -> V4L2BufferLocation { throw .inappropriateIoctl }
+    func map(_ fd: V4L2FileDescriptor, _ location: V4L2BufferLocation) throws(V4L2Errno) -> V4L2MappedBuffer { throw .invalidArgument }
+    func unmap(_ buffer: V4L2MappedBuffer) {}
+    func queueBuffer(_ fd: V4L2FileDescriptor, type: V4L2BufferType, index: UInt32) throws(V4L2Errno) { throw .inappropriateIoctl }
+    func dequeueBuffer(_ fd: V4L2FileDescriptor, type: V4L2BufferType) throws(V4L2Errno) -> V4L2DequeuedBuffer { throw .inappropriateIoctl }
+    func streamOff(_ fd: V4L2FileDescriptor, type: V4L2BufferType) throws(V4L2Errno) { throw .inappropriateIoctl }
+    func queryControl(_ fd: V4L2FileDescriptor, id: UInt32, next: Bool) throws(V4L2Errno) -> V4L2ControlQuery { throw .invalidArgument }
+    func queryMenu(_ fd: V4L2FileDescriptor, control: UInt32, index: UInt32) throws(V4L2Errno) -> V4L2MenuEntry { throw .invalidArgument }
+    func getControl(_ fd: V4L2FileDescriptor, id: UInt32) throws(V4L2Errno) -> Int32 { throw .invalidArgument }
+    func setControl(_ fd: V4L2FileDescriptor, id: UInt32, value: Int32) throws(V4L2Errno) { throw .invalidArgument }
+    func setPriority(_ fd: V4L2FileDescriptor, _ priority: V4L2Priority) throws(V4L2Errno) { throw .inappropriateIoctl }
+    func poll(_ fd: V4L2FileDescriptor, wake: V4L2WakePipe?, timeoutMilliseconds: Int32) -> V4L2PollResult { .timedOut }
 }
 
 @Suite struct LoopbackSinkTests {

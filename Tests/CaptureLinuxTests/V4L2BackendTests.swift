@@ -3,10 +3,9 @@ import Foundation
 import Testing
 @testable import CaptureV4L2
 
-/// The V4L2 backend against a fake kernel: what it discovers, maps and streams. Serialized: the
-/// fake's one node (/dev/video0) posts to the process-wide `DeviceEventCenter`, whose counts two
-/// streaming tests running at once would mix.
-@Suite(.serialized) struct V4L2BackendTests {
+/// The V4L2 backend against a fake kernel: what it discovers, maps and streams. Each test has its
+/// own fake and driver, so its own `DeviceEventCenter`. The error paths are in `V4L2ErrorPathTests`.
+@Suite struct V4L2BackendTests {
     static let ms = Int64(1_000_000)
 
     @Test func discoveryKeepsCaptureNodesAndTheirFormats() throws {
@@ -82,9 +81,9 @@ import Testing
             .init(sequence: 6, timestampNs: base + 200 * Self.ms, fill: 16),
         ]
         let fake = FakeCamera(frames: frames)
-        let device = try V4L2Driver(system: fake).openDevice(uniqueID: "/dev/video0")
+        let driver = V4L2Driver(system: fake)
+        let device = try driver.openDevice(uniqueID: "/dev/video0")
         let id = "/dev/video0"
-        DeviceEventCenter.shared.reset(deviceID: id)
         let format = try #require(device.description.formats.first { $0.pixelFormat == .yuyv && $0.dimensions?.width == 640 })
         let duration = MediaTime(value: 1, timescale: 30)
         let stream = try device.makeStream(StreamConfiguration(format: format, frameDuration: duration, pace: .realtime))
@@ -103,8 +102,8 @@ import Testing
         pixels.withPlane(0) { plane in
             #expect(plane[0] == 11 && plane[1279] == 11 && plane[pixels.bytesPerRow[0] * 479 + 1279] == 11)
         }
-        #expect(DeviceEventCenter.shared.droppedCount(deviceID: id, reason: .discontinuity) == 2)
-        #expect(DeviceEventCenter.shared.droppedCount(deviceID: id, reason: .corruptData) == 1)
+        #expect(driver.events.droppedCount(deviceID: id, reason: .discontinuity) == 2)
+        #expect(driver.events.droppedCount(deviceID: id, reason: .corruptData) == 1)
         // The losses travel with the next delivered frame.
         #expect(samples.map(\.discontinuity) == [nil, nil, Discontinuity(count: 2, reason: .discontinuity),
                                                   Discontinuity(count: 1, reason: .discontinuity)])
@@ -153,13 +152,12 @@ import Testing
         #expect(throws: CaptureError.self) {
             try device.makeStream(StreamConfiguration(format: format, frameDuration: duration, pace: .virtual))
         }
-        fake.state.withLock { $0.failStreamOn = true }
+        fake.inject(.streamOn, .ioError)
         let stream = try device.makeStream(StreamConfiguration(format: format, frameDuration: duration, pace: .realtime))
         #expect(throws: CaptureError.deviceStartFailed(device: "/dev/video0", reason: "VIDIOC_STREAMON: Input/output error")) {
             try stream.start(at: .zero)
         }
         // The failed start released the device: another stream can start once the fault is gone.
-        fake.state.withLock { $0.failStreamOn = false }
         let again = try device.makeStream(StreamConfiguration(format: format, frameDuration: duration, pace: .realtime))
         try again.start(at: .zero)
         again.stop()
@@ -175,7 +173,7 @@ import Testing
                                                                frameDuration: MediaTime(value: 1, timescale: 30), pace: .realtime))
         try stream.start(at: .zero)
         #expect(try stream.nextSample() != nil)
-        fake.state.withLock { $0.failDequeue = EIO }
+        fake.inject(.dequeueBuffer, .ioError)
         #expect(throws: CaptureError.deviceStartFailed(device: "/dev/video0", reason: "streaming failed: VIDIOC_DQBUF: Input/output error")) {
             try stream.nextSample()
         }
@@ -184,14 +182,15 @@ import Testing
 
     @Test func unplugEndsTheStreamWithDisconnected() throws {
         let fake = FakeCamera(frames: [.init(sequence: 0, timestampNs: 5_000 * Self.ms, fill: 1)])
-        let device = try V4L2Driver(system: fake).openDevice(uniqueID: "/dev/video0")
+        let driver = V4L2Driver(system: fake)
+        let device = try driver.openDevice(uniqueID: "/dev/video0")
         let stream = try device.makeStream(StreamConfiguration(format: device.description.formats[0],
                                                                frameDuration: MediaTime(value: 1, timescale: 30), pace: .realtime))
         try stream.start(at: .zero)
         #expect(try stream.nextSample() != nil)
         fake.disconnect()
         #expect(throws: CaptureError.deviceDisconnected("/dev/video0")) { try stream.nextSample() }
-        #expect(DeviceEventCenter.shared.hasDisconnected(deviceID: "/dev/video0"))
+        #expect(driver.events.hasDisconnected(deviceID: "/dev/video0"))
         #expect(throws: CaptureError.deviceDisconnected("/dev/video0")) { try device.setValue(.integer(1), for: .brightness) }
         stream.stop()
     }
