@@ -259,7 +259,7 @@ public final class MovieWriter {
             audioStream = try addStream(for: audio.context)
         }
         // Created here, exclusively (never through a symlink), then opened by name by libavformat.
-        try OutputPath.claim(path)
+        syncDescriptor = try OutputPath.claimKeepingOpen(path)
         claimedFile = true
         try checkWrite(avio_open(&fc.pointee.pb, path, AVIO_FLAG_WRITE), "opening \(path) for writing")
         var muxerOptions: [(String, String)] = []
@@ -443,7 +443,10 @@ public final class MovieWriter {
         }
         // Always write the trailer: a file with a trailer is playable even if a flush failed.
         let trailer = av_write_trailer(fc)
-        // An I/O failure is in pb->error (av_write_trailer returns it too); another failure stays codecFailure.
+        // An I/O failure is in pb->error (av_write_trailer returns it too), or only the device knows
+        // it (syncToDevice); another failure stays codecFailure.
+        avio_flush(fc.pointee.pb)
+        if writeFailure == nil, ioError(0) == nil { try? syncToDevice() }
         if let ioFailure = writeFailure ?? ioError(0) { throw keepCompleteFragments(after: ioFailure) }
         close(deleteFile: false)
         if let failure { throw failure }
@@ -530,8 +533,10 @@ public final class MovieWriter {
         // With delay_moov the first flush writes only the moov; flush again for the samples.
         if moovPending { try checkWrite(av_write_frame(fc, nil), "writing the first fragment to \(path)") }
         avio_flush(fc.pointee.pb)
-        // The OS has taken every byte up to here (a failed write sets pb->error): this fragment is whole.
+        // The OS has taken every byte up to here (a failed write sets pb->error), and the device
+        // has them (syncToDevice): this fragment is whole.
         try checkWrite(0, "flushing a fragment to \(path)")
+        try syncToDevice()
         fragmentsWritten += 1
         lastFragmentStart = seconds
         completePart = CompletePart(bytes: avio_tell(fc.pointee.pb), seconds: audioStream != nil && videoStream == nil ? audioEnd : videoEnd,
@@ -619,9 +624,33 @@ public final class MovieWriter {
         return failureWithKept
     }
 
+    /// Asks the OS whether everything written so far is on the device, and fails the writer if not.
+    /// write(2) only hands data to the page cache: a device that fails its I/O (EIO) is reported
+    /// by `fdatasync` alone, and a filesystem forced read-only (an emergency remount, or ext4's
+    /// errors=remount-ro) may drop delayed-allocation data without any call failing — its
+    /// read-only flag is the only sign, so that counts as EROFS. Called once per fragment and at
+    /// the end, so what `completePart` promises has reached the device.
+    private func syncToDevice() throws(CaptureError) {
+        guard syncDescriptor >= 0 else { return }
+        var code: Int32 = 0
+        if fdatasync(syncDescriptor) != 0, errno != EINVAL { code = errno }
+        var info = statvfs()
+        if code == 0, fstatvfs(syncDescriptor, &info) == 0, info.f_flag & UInt(ST_RDONLY) != 0 { code = EROFS }
+        guard code != 0 else { return }
+        let failure = CaptureError.writeError(path: path, errno: code, bytesKept: completePart.bytes, secondsKept: completePart.seconds)
+        writeFailure = failure
+        throw failure
+    }
+
     private var claimedFile = false
+    /// The descriptor `OutputPath.claimKeepingOpen` created the file with, kept for `syncToDevice`.
+    private var syncDescriptor: Int32 = -1
 
     private func close(deleteFile: Bool) {
+        if syncDescriptor >= 0 {
+            _ = Glibc.close(syncDescriptor)
+            syncDescriptor = -1
+        }
         guard let fc = formatContext else { return }
         if fc.pointee.pb != nil { avio_closep(&fc.pointee.pb) }
         avformat_free_context(fc)

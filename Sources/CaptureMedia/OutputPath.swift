@@ -29,6 +29,13 @@ public enum OutputPath {
 
     /// Creates `path` as a new, empty regular file, atomically refusing anything already there.
     public static func claim(_ path: String) throws(CaptureError) {
+        close(try claimKeepingOpen(path))
+    }
+
+    /// `claim`, returning the new file's descriptor (write-only; the caller closes it). A writer that
+    /// then opens the file by name keeps it to ask the OS, through `fdatasync`, whether its data
+    /// reached the device: a descriptor opened before any write sees every later write-back error.
+    public static func claimKeepingOpen(_ path: String) throws(CaptureError) -> Int32 {
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
         guard fd >= 0 else {
             let code = errno
@@ -39,6 +46,6 @@ public enum OutputPath {
                 throw .fileOperationFailed(path: path, reason: "cannot create the file: \(String(cString: strerror(code))) (errno \(code)); choose a folder you can write to")
             }
         }
-        close(fd)
+        return fd
     }
 }
