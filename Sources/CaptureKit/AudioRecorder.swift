@@ -167,7 +167,10 @@ final class RecorderOutput: CaptureOutput, Sendable {
         set { state.withLock { $0.recorder = newValue } }
     }
 
-    enum Phase { case idle, prepared, recording, paused }
+    /// `finishing`: stopped, the file's trailer still being written. The recorder counts as active
+    /// until the file and its error (with how much was kept) are final, so `waitUntilFinished`
+    /// never returns between the stop and the error that says what the file holds.
+    enum Phase { case idle, prepared, recording, paused, finishing }
     struct State {
         var phase = Phase.idle
         var writer: MovieWriter?
@@ -193,7 +196,7 @@ final class RecorderOutput: CaptureOutput, Sendable {
     var isRecording: Bool { state.withLock { $0.phase == .recording } }
     var isActive: Bool { state.withLock { $0.phase != .idle } }
     var error: CaptureError? { state.withLock { $0.error } }
-    var currentTime: Double { state.withLock { $0.phase == .idle ? 0 : Double($0.written) / Double(encoder.input.sampleRate) } }
+    var currentTime: Double { state.withLock { $0.phase == .idle || $0.phase == .finishing ? 0 : Double($0.written) / Double(encoder.input.sampleRate) } }
     var recordedDuration: Double { state.withLock { $0.lastDuration } }
 
     var meteringEnabled: Bool {
@@ -208,7 +211,7 @@ final class RecorderOutput: CaptureOutput, Sendable {
 
     func prepare() -> Bool {
         state.withLock { s in
-            guard s.phase == .idle else { return true }
+            guard s.phase == .idle else { return s.phase != .finishing }  // the last file is still being finished
             do {
                 if FileManager.default.fileExists(atPath: path) { try FileManager.default.removeItem(atPath: path) }
                 s.writer = try MovieWriter(path: path, fileType: fileType, video: nil, audio: encoder)
@@ -247,20 +250,25 @@ final class RecorderOutput: CaptureOutput, Sendable {
     /// Finishes the file once; tells the delegate with the outcome.
     func stop(success: Bool) {
         let finished: (MovieWriter?, (any AudioRecorderDelegate)?, AudioRecorder?)? = state.withLock { s in
-            guard s.phase != .idle else { return nil }
-            s.phase = .idle
+            guard s.phase != .idle, s.phase != .finishing else { return nil }
+            s.phase = .finishing
             s.lastDuration = Double(s.written) / Double(encoder.input.sampleRate)
             s.limit = nil
             defer { s.writer = nil }
             return (s.writer, s.delegate, s.recorder)
         }
         guard let (writer, delegate, recorder) = finished else { return }
+        attachment.demandChanged()
         var ok = success
+        var failure: CaptureError?
         do throws(CaptureError) { try writer?.finish() } catch {
-            state.withLock { $0.error = error }
+            failure = error
             ok = false
         }
-        attachment.demandChanged()
+        state.withLock { s in
+            if let failure { s.error = failure }
+            s.phase = .idle
+        }
         if let delegate, let recorder {
             let flag = ok
             DispatchQueue.global().async { delegate.audioRecorderDidFinishRecording(recorder, successfully: flag) }

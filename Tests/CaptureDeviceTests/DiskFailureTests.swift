@@ -1,6 +1,5 @@
 import CaptureKit
 import Foundation
-import Synchronization
 import Testing
 
 /// A real block-device filesystem made inside the VM: ext4 on a loop device over a file in the
@@ -132,7 +131,7 @@ final class BlockDisk {
 @Suite(.serialized, .enabled(if: DeviceEnvironment.inVM, "makes loop, device-mapper and ext4 devices and forces filesystems read-only: runs only inside ci/vm-run"))
 struct DiskFailureTests {
     final class FinishSpy: CaptureFileOutputRecordingDelegate {
-        let calls = Mutex<[(summary: RecordingSummary, error: CaptureError?, at: Date)]>([])
+        let calls = Locked<[(summary: RecordingSummary, error: CaptureError?, at: Date)]>([])
         func fileOutput(_ output: MovieFileOutput, didFinishRecordingTo path: String, from connections: [CaptureConnection],
                         summary: RecordingSummary, error: CaptureError?) {
             calls.withLock { $0.append((summary, error, Date())) }
@@ -178,7 +177,7 @@ struct DiskFailureTests {
 
     /// Stops the session on another thread under a watchdog: a stuck writer would hang it.
     private func stopWithinWatchdog(_ session: CaptureSession, seconds: Double = 30) -> Bool {
-        let done = Mutex(false)
+        let done = Locked(false)
         let stopper = Thread { session.stopRunning(); done.withLock { $0 = true } }
         stopper.start()
         return wait(seconds: seconds) { done.withLock { $0 } }

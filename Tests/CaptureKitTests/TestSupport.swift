@@ -41,7 +41,9 @@ enum TestSupport {
     /// a machine loaded by parallel tests; a hang must be a retry and then a failure, never a stuck CI.
     static func runGStreamer(_ tool: String, _ arguments: [String], seconds: Int = 60) throws -> ToolResult {
         var result = try run("timeout", ["-k", "5", String(seconds), tool] + arguments)
-        if result.status == 124 || result.status == 137 {
+        // 124: timed out; 137 or 9 (timeout re-raises the KILL it had to send, so the status can be
+        // the bare signal number): killed after the grace period. Either way, one retry.
+        if result.status == 124 || result.status == 137 || result.status == 9 {
             result = try run("timeout", ["-k", "5", String(seconds), tool] + arguments)
         }
         return result

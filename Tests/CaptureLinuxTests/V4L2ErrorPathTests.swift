@@ -151,7 +151,7 @@ import Testing
     /// ENODEV mid-stream under a recording: the session reports `deviceDisconnected`, the movie
     /// finishes exactly once with a playable file, and the backend unmaps every buffer once and
     /// closes the descriptor once.
-    @Test(.timeLimit(.minutes(1))) func unplugMidRecordingFinishesTheMovieOnceAndReleasesTheNode() async throws {
+    @Test(.timeLimit(.minutes(4))) func unplugMidRecordingFinishesTheMovieOnceAndReleasesTheNode() async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("v4l2-unplug-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -177,7 +177,7 @@ import Testing
             defer { watcher.cancel() }
             try session.startRunning()
             movie.startRecording(to: path, recordingDelegate: delegate)
-            let deadline = ContinuousClock.now + .seconds(30)
+            let deadline = ContinuousClock.now + .seconds(150)
             while movie.recordedDuration.seconds < 0.3, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
             fake.disconnect()
             while delegate.finishes.withLock({ $0.isEmpty }), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
@@ -199,7 +199,7 @@ import Testing
 
         // The streaming descriptor: unmapped every buffer once, closed once (when the last owner let go).
         let streamingFD = try #require(fake.trace.first { $0.call == .streamOn }?.fd)
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .seconds(60)
         while !fake.trace.contains(where: { $0.call == .close && $0.fd == streamingFD }), ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(5))
         }
@@ -214,7 +214,7 @@ import Testing
 
     /// EIO on DQBUF in a session with the node still there: the session reports the streaming
     /// failure and stops; the device stays connected and streams again on the next start.
-    @Test(.timeLimit(.minutes(1))) func eioOnDequeueStopsTheSessionAndTheDeviceStaysUsable() async throws {
+    @Test(.timeLimit(.minutes(4))) func eioOnDequeueStopsTheSessionAndTheDeviceStaysUsable() async throws {
         let fake = FakeCamera.live(fps: 30)
         let registry = DeviceRegistry(drivers: [V4L2Driver(system: fake)])
         let session = CaptureSession(pace: .realtime)
@@ -230,7 +230,7 @@ import Testing
         }
         defer { watcher.cancel() }
         try session.startRunning()
-        let deadline = ContinuousClock.now + .seconds(30)
+        let deadline = ContinuousClock.now + .seconds(150)
         while output.count.withLock({ $0 }) < 3, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
         fake.inject(.dequeueBuffer, .ioError)
         while errors.withLock({ $0.isEmpty }), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
