@@ -171,17 +171,14 @@ import Testing
             movie.settings = settings
             try session.addOutput(movie)
             let events = session.eventStream()
-            let watcher = Task {
-                for await event in events { if case .runtimeError(let e) = event { errors.withLock { $0.append(e) } } }
-            }
-            defer { watcher.cancel() }
             try session.startRunning()
             movie.startRecording(to: path, recordingDelegate: delegate)
             let deadline = ContinuousClock.now + .seconds(150)
             while movie.recordedDuration.seconds < 0.3, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
             fake.disconnect()
             while delegate.finishes.withLock({ $0.isEmpty }), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
-            while errors.withLock({ $0.isEmpty }), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+            let reported = await Self.runtimeErrors(in: events)
+            errors.withLock { $0 = reported }
             // Stopping again must not finish the recording a second time.
             session.stopRunning()
             movie.stopRecording()
@@ -225,15 +222,12 @@ import Testing
         try session.addOutput(output)
         let errors = Locked<[CaptureError]>([])
         let events = session.eventStream()
-        let watcher = Task {
-            for await event in events { if case .runtimeError(let e) = event { errors.withLock { $0.append(e) } } }
-        }
-        defer { watcher.cancel() }
         try session.startRunning()
         let deadline = ContinuousClock.now + .seconds(150)
         while output.count.withLock({ $0 }) < 3, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
         fake.inject(.dequeueBuffer, .ioError)
-        while errors.withLock({ $0.isEmpty }), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        let reported = await Self.runtimeErrors(in: events)
+        errors.withLock { $0 = reported }
         session.stopRunning()
         #expect(errors.withLock { $0 } == [.deviceStartFailed(device: Self.id, reason: "streaming failed: VIDIOC_DQBUF: Input/output error")])
         #expect(camera.isConnected)
@@ -270,6 +264,22 @@ import Testing
                                                          presentationTime: after.presentationTime)])
         #expect(mine.driverEvents.droppedCount(deviceID: Self.id) == 2)
         #expect(other.driverEvents.droppedCount(deviceID: Self.id) == 0)
+    }
+}
+
+extension V4L2ErrorPathTests {
+    /// The runtime errors a session reported up to its `stopped` event, read in the test's own
+    /// task: a watcher `Task` can be starved for minutes when the whole suite shares two cores.
+    static func runtimeErrors(in events: AsyncStream<SessionEvent>) async -> [CaptureError] {
+        var errors: [CaptureError] = []
+        for await event in events {
+            switch event {
+            case .runtimeError(let error): errors.append(error)
+            case .stopped: return errors
+            default: continue
+            }
+        }
+        return errors
     }
 }
 
