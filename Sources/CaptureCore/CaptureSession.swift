@@ -1,20 +1,10 @@
-// Over 500 lines, on purpose: the session's configuration, start/stop transitions, both pumps and
-// manual stepping all read and write the one private `state` under one lock and signal one
-// condition (`wake`); split across files those would have to become visible module-wide.
+// Over 500 lines, on purpose: configuration, start/stop, interruptions and manual stepping all
+// read and write the one private `state` under one lock and signal one condition (`wake`). The
+// pumps live in VirtualPump.swift and RealtimePump.swift and see that state only through `PumpContext`.
 import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
-
-/// Something that happened to a session (AVCaptureSession's notifications).
-public enum SessionEvent: Sendable {
-    case started
-    case stopped
-    case runtimeError(CaptureError)
-    case interrupted(InterruptionReason)
-    case interruptionEnded
-    case streamEnded(deviceID: String)
-}
 
 /// Coordinates inputs and outputs and moves samples between them (AVCaptureSession).
 ///
@@ -30,6 +20,8 @@ public enum SessionEvent: Sendable {
 ///   1080p30. Set `inputPriority` first, or change the device's format after adding it, to choose.
 public final class CaptureSession: Sendable {
     public let pace: CapturePace
+    /// Moves samples for this pace: `VirtualPump` or `RealtimePump`.
+    private let pump: any SessionPump
     private let state = Locked(State())
     private let events = EventBroadcaster<SessionEvent>()
     /// Wakes the virtual-time pump when demand or the stream set changes, or the session stops.
@@ -61,24 +53,6 @@ public final class CaptureSession: Sendable {
         var stepping: Stepping?
     }
 
-    /// What the steppable pump may deliver, and whether it has done so.
-    struct Stepping {
-        /// Samples with a PTS before this are delivered (in PTS order, as always).
-        var limit = MediaTime.zero
-        /// `advance(toFrame:)`: video frames delivered in this run must reach this count.
-        var frameTarget: Int?
-        var videoDelivered = 0
-        /// Steps asked for so far, and the last one the pump had seen when it stopped to wait for the
-        /// next (it has delivered everything that step allows): what `advance` waits for.
-        var requested = 0
-        var parkedAt = -1
-
-        func blocks(_ sample: SampleBuffer) -> Bool {
-            if let frameTarget { return sample.mediaType == .video && videoDelivered >= frameTarget }
-            return !(sample.presentationTime < limit)
-        }
-    }
-
     /// One input's running stream.
     final class StreamEntry: Sendable {
         let input: CaptureDeviceInput
@@ -92,6 +66,7 @@ public final class CaptureSession: Sendable {
 
     public init(pace: CapturePace = .virtual) {
         self.pace = pace
+        self.pump = pace == .virtual ? VirtualPump() : RealtimePump()
     }
 
     deinit {
@@ -268,7 +243,7 @@ public final class CaptureSession: Sendable {
     /// timing. Virtual pace only; call it before `startRunning`.
     public func enableManualStepping() throws(CaptureError) {
         try state.withLock { (s: inout State) throws(CaptureError) in
-            guard pace == .virtual else {
+            guard pump.supportsManualStepping else {
                 throw .unsupportedPace("manual stepping needs a virtual-pace session; a real-time one follows the devices' clocks")
             }
             guard !s.wantsRunning else { throw .invalidState("enableManualStepping() while running; call it before startRunning()") }
@@ -348,7 +323,7 @@ public final class CaptureSession: Sendable {
             throw error
         }
         for output in outputs { output.attachment.setRunning(true) }
-        if pace == .virtual { spawnVirtualPump() }
+        pump.runStarted(pumpContext)
         events.send(.started)
     }
 
@@ -440,7 +415,7 @@ public final class CaptureSession: Sendable {
                 return
             }
             for output in outputs { output.attachment.setRunning(true) }
-            if pace == .virtual { spawnVirtualPump() }
+            pump.runStarted(pumpContext)
             events.send(.interruptionEnded)
         }
     }
@@ -450,7 +425,7 @@ public final class CaptureSession: Sendable {
     /// the current virtual time.
     private func syncStreams(anchor requested: MediaTime?) throws(CaptureError) {
         let (inputs, entries, virtualNow) = state.withLock { s in (s.inputs, s.streams, s.virtualNow) }
-        let anchor = pace == .virtual ? virtualNow : (requested ?? HostClock.now())
+        let anchor = pump.streamAnchor(virtualNow: virtualNow, requested: requested)
         for entry in entries where !inputs.contains(where: { $0 === entry.input }) {
             stop(entry)
         }
@@ -464,7 +439,7 @@ public final class CaptureSession: Sendable {
                 try stream.start(at: anchor)
                 let entry = StreamEntry(input: input, stream: stream)
                 state.withLock { $0.streams.append(entry) }
-                if pace == .realtime { spawnRealtimePump(entry) }
+                pump.streamStarted(entry, pumpContext)
             } catch {
                 DeviceUsage.shared.release(device, by: self)
                 throw error
@@ -495,6 +470,26 @@ public final class CaptureSession: Sendable {
         thread.start()
     }
 
+    /// What the pump sees of this session (see `PumpContext` for why it is closures over `state`).
+    private var pumpContext: PumpContext {
+        PumpContext(
+            generation: { self.state.withLock { $0.generation } },
+            isActive: { generation in
+                self.state.withLock { $0.wantsRunning && $0.interruption == nil && $0.generation == generation }
+            },
+            streams: { self.state.withLock { $0.streams } },
+            outputs: { self.outputs },
+            wake: wake,
+            spawn: { name, body in self.spawn(name: name, body) },
+            deliver: { sample, input in self.deliver(sample, from: input) },
+            streamEnded: { entry, generation in self.streamEnded(entry, generation: generation) },
+            streamFailed: { entry, error, generation in self.streamFailed(entry, error, generation: generation) },
+            parkForStep: { self.state.withLock { $0.parkForStep() } },
+            stepRequested: { self.state.withLock { $0.stepping?.requested } },
+            stepBlocks: { sample in self.state.withLock { $0.stepping?.blocks(sample) == true } },
+            willDeliver: { sample in self.state.withLock { $0.willDeliver(sample) } })
+    }
+
     // MARK: Delivery
 
     /// Delivers one sample to every enabled connection of its input.
@@ -504,11 +499,6 @@ public final class CaptureSession: Sendable {
             if let gap = sample.discontinuity { connection.output.didDrop(gap, before: sample, from: connection) }
             connection.output.receive(sample, from: connection)
         }
-    }
-
-    private func anyOutputWantsSamples() -> Bool {
-        let demands = outputs.map(\.demand)
-        return demands.contains(.ready) && !demands.contains(.busy)
     }
 
     /// A stream failed (e.g. its device was unplugged): as AVFoundation, the session posts the
@@ -529,169 +519,6 @@ public final class CaptureSession: Sendable {
         events.send(.streamEnded(deviceID: entry.input.device.uniqueID))
         if state.withLock({ $0.streams.isEmpty }) {
             DispatchQueue.global().async { self.stop(generation: generation) }
-        }
-    }
-
-    /// Virtual time: merge streams by PTS, advancing only while someone wants samples.
-    private func spawnVirtualPump() {
-        let generation = state.withLock { $0.generation }
-        spawn(name: "CaptureKit.pump") { [self] in
-            var pending: [ObjectIdentifier: SampleBuffer] = [:]
-            func active() -> Bool {
-                state.withLock { $0.wantsRunning && $0.interruption == nil && $0.generation == generation }
-            }
-            /// Waits while `blocked`; with manual stepping, first says which step it has finished
-            /// (what `advance` waits for), and says so again for every step that changes nothing.
-            func park(while blocked: @escaping () -> Bool) {
-                while active() && blocked() {
-                    let seen = state.withLock { s -> Int? in
-                        guard var stepping = s.stepping else { return nil }
-                        stepping.parkedAt = stepping.requested
-                        s.stepping = stepping
-                        return stepping.requested
-                    }
-                    wake.signal()
-                    wake.wait(while: { active() && blocked() && self.state.withLock { $0.stepping?.requested } == seen })
-                }
-            }
-            while active() {
-                if !anyOutputWantsSamples() {
-                    // Busy outputs will want samples again (the step is not done); idle ones will not
-                    // until something changes (the step is done: nothing more can be delivered).
-                    if outputs.contains(where: { $0.demand == .busy }) {
-                        wake.wait(while: { active() && !self.anyOutputWantsSamples() })
-                    } else {
-                        park(while: { !self.anyOutputWantsSamples() })
-                    }
-                    continue
-                }
-                let entries = state.withLock { $0.streams }
-                let live = Set(entries.map { ObjectIdentifier($0) })
-                pending = pending.filter { live.contains($0.key) }
-                for entry in entries where pending[ObjectIdentifier(entry)] == nil && !entry.stopSignal.isStopped {
-                    do throws(CaptureError) {
-                        if let sample = try entry.stream.nextSample() {
-                            pending[ObjectIdentifier(entry)] = sample
-                        } else {
-                            streamEnded(entry, generation: generation)
-                        }
-                    } catch {
-                        streamFailed(entry, error, generation: generation)
-                    }
-                }
-                // Earliest PTS first; video wins ties so a recording can start on a frame.
-                var best: (entry: StreamEntry, sample: SampleBuffer)?
-                for entry in entries {
-                    guard let candidate = pending[ObjectIdentifier(entry)] else { continue }
-                    if let current = best?.sample {
-                        let earlier = candidate.presentationTime < current.presentationTime
-                        let tieToVideo = candidate.presentationTime == current.presentationTime
-                            && candidate.mediaType == .video && current.mediaType != .video
-                        if earlier || tieToVideo { best = (entry, candidate) }
-                    } else {
-                        best = (entry, candidate)
-                    }
-                }
-                guard let chosen = best else {
-                    // No stream left: idle until one is added or the session stops.
-                    if entries.isEmpty { park(while: { self.state.withLock { $0.streams.isEmpty } }) }
-                    continue
-                }
-                // Manual stepping: the next sample waits for the step that allows it (it stays pending).
-                if state.withLock({ $0.stepping?.blocks(chosen.sample) == true }) {
-                    park(while: { self.state.withLock { $0.stepping?.blocks(chosen.sample) == true } })
-                    continue
-                }
-                pending[ObjectIdentifier(chosen.entry)] = nil
-                state.withLock { s in
-                    s.virtualNow = max(s.virtualNow, chosen.sample.presentationTime)
-                    if chosen.sample.mediaType == .video { s.stepping?.videoDelivered += 1 }
-                }
-                deliver(chosen.sample, from: chosen.entry.input)
-            }
-        }
-    }
-
-    /// Real time: deliver each sample as its device produces it.
-    private func spawnRealtimePump(_ entry: StreamEntry) {
-        let generation = state.withLock { $0.generation }
-        spawn(name: "CaptureKit.pump.\(entry.input.device.uniqueID)") { [self] in
-            while !entry.stopSignal.isStopped {
-                do throws(CaptureError) {
-                    guard let sample = try entry.stream.nextSample() else {
-                        if !entry.stopSignal.isStopped { streamEnded(entry, generation: generation) }
-                        return
-                    }
-                    deliver(sample, from: entry.input)
-                } catch {
-                    if !entry.stopSignal.isStopped { streamFailed(entry, error, generation: generation) }
-                    return
-                }
-            }
-        }
-    }
-}
-
-/// Which session is streaming from each device object, so one device feeds one running session.
-/// (Separate registries make separate device objects: two simulators do not share devices.)
-final class DeviceUsage: Sendable {
-    static let shared = DeviceUsage()
-    private let owners = Locked<[ObjectIdentifier: ObjectIdentifier]>([:])
-
-    func claim(_ device: CaptureDevice, by session: CaptureSession) throws(CaptureError) {
-        let me = ObjectIdentifier(session), key = ObjectIdentifier(device)
-        try owners.withLock { (owners: inout [ObjectIdentifier: ObjectIdentifier]) throws(CaptureError) in
-            if let owner = owners[key], owner != me { throw CaptureError.deviceInUse(device.uniqueID) }
-            owners[key] = me
-        }
-    }
-
-    func release(_ device: CaptureDevice, by session: CaptureSession) {
-        owners.withLock { owners in
-            if owners[ObjectIdentifier(device)] == ObjectIdentifier(session) { owners[ObjectIdentifier(device)] = nil }
-        }
-    }
-}
-
-/// Marks each session's delivery threads (a thread-local value naming the session), so a session
-/// knows when it is called on one of its own pumps, where waiting for the pumps would deadlock.
-enum PumpThread {
-    private static let key: pthread_key_t = {
-        var key = pthread_key_t()
-        precondition(pthread_key_create(&key, nil) == 0, "no thread-local key left")
-        return key
-    }()
-
-    /// Called first on a new pump thread. The session is not retained: the value is only compared.
-    static func markDelivering(for session: CaptureSession) {
-        pthread_setspecific(key, Unmanaged.passUnretained(session).toOpaque())
-    }
-
-    /// True on one of `session`'s pump threads.
-    static func isDelivering(for session: CaptureSession) -> Bool {
-        pthread_getspecific(key) == Unmanaged.passUnretained(session).toOpaque()
-    }
-}
-
-/// A condition a thread can wait on until a predicate clears; signalled from any thread.
-final class NSConditionBox: @unchecked Sendable {
-    // The NSCondition is the only state; it is thread-safe by construction.
-    private let condition = NSCondition()
-
-    func signal() {
-        condition.lock()
-        condition.broadcast()
-        condition.unlock()
-    }
-
-    /// Waits while `predicate` holds, re-checking on every signal. No wake-up is lost: whoever
-    /// changes what the predicate reads signals afterwards, and `signal` takes this condition's
-    /// lock, which the waiter holds from its check until `wait` releases it.
-    func wait(while predicate: () -> Bool) {
-        condition.lock()
-        defer { condition.unlock() }
-        while predicate() {
-            condition.wait()
         }
     }
 }
