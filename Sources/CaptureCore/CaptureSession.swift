@@ -29,6 +29,11 @@ public final class CaptureSession: Sendable {
     /// Serialises starting, stopping and interruptions, each of which may take a while (streams
     /// start, pumps are joined): a stop never interleaves with a start. Pump threads never take it.
     private let transitions = NSLock()
+    /// Serialises handing connections to outputs (`applyChanges`) with taking an output away
+    /// (`removeOutput`): otherwise a rebuild that read the output list just before a removal could
+    /// attach the removed output afterwards, leaving it "already in a session" for good (found by
+    /// RandomAPIStressTests). Taken before `state`, never by pump threads.
+    private let attachments = NSLock()
     private let availabilityToken = Locked<Int?>(nil)
 
     struct State {
@@ -144,10 +149,15 @@ public final class CaptureSession: Sendable {
     }
 
     public func addInput(_ input: CaptureDeviceInput) throws(CaptureError) {
-        guard canAddInput(input) else {
+        // Check and add in one step: two threads adding the same camera must not both succeed.
+        let added = state.withLock { s -> Bool in
+            guard input.device.isConnected, !s.inputs.contains(where: { $0.device === input.device }) else { return false }
+            s.inputs.append(input)
+            return true
+        }
+        guard added else {
             throw .invalidArgument("cannot add input \(input.device): it is already in the session or disconnected; check canAddInput first")
         }
-        state.withLock { $0.inputs.append(input) }
         changed()
     }
 
@@ -161,28 +171,36 @@ public final class CaptureSession: Sendable {
     }
 
     public func addOutput(_ output: any CaptureOutput) throws(CaptureError) {
-        guard canAddOutput(output) else {
+        // Check and add in one step: two threads adding the same output must not both succeed.
+        let added = state.withLock { s -> Bool in
+            guard !s.outputs.contains(where: { $0 === output }), output.attachment.connections.isEmpty else { return false }
+            s.outputs.append(output)
+            return true
+        }
+        guard added else {
             throw .invalidArgument("cannot add output \(type(of: output)): it is already in a session; check canAddOutput first")
         }
-        state.withLock { $0.outputs.append(output) }
         changed()
     }
 
     public func removeOutput(_ output: any CaptureOutput) {
+        attachments.lock()
         let removed = state.withLock { s -> Bool in
             guard s.outputs.contains(where: { $0 === output }) else { return false }
             s.outputs.removeAll { $0 === output }
             return true
         }
-        guard removed else { return }
+        guard removed else { attachments.unlock(); return }
         output.sessionDidStop()
         output.attachment.detach()
+        attachments.unlock()
         changed()
     }
 
     /// Rebuilds connections, applies the preset and, while running, starts/stops streams to match.
     private func applyChanges(startingStreams: Bool = true) {
         let preset = sessionPreset
+        attachments.lock()
         let (outputs, connections, running) = state.withLock { s -> ([any CaptureOutput], [CaptureConnection], Bool) in
             var connections: [CaptureConnection] = []
             for output in s.outputs {
@@ -202,6 +220,7 @@ public final class CaptureSession: Sendable {
             }
             output.attachment.setRunning(running)
         }
+        attachments.unlock()
         applyPreset()
         if running && startingStreams {
             do {

@@ -118,13 +118,18 @@ enum TestSupport {
             }
         }
         let data = VideoDataOutput()
+        data.setSampleBufferDelegate(Switcher(movie), queue: DispatchQueue(label: "switch"))
         try session.addOutput(data)
+        // Stepped: no frame flows until the recording has started, so it starts on frame 0 however
+        // slowly this task is scheduled (polling with sleeps let a loaded machine record frames
+        // 0…59 before the switcher was installed).
+        try session.enableManualStepping()
         try session.startRunning()
         defer { session.stopRunning() }
         let recording = Task { try await movie.record(to: path) }
         while !movie.isRecording { try await Task.sleep(for: .milliseconds(1)) }
-        // Only now does the data output consume, so the movie starts on frame 0.
-        data.setSampleBufferDelegate(Switcher(movie), queue: DispatchQueue(label: "switch"))
+        // 3 s of frames and one more: 2 s recorded, 1 s paused, then the limit ends the file.
+        try session.advance(by: MediaTime(value: 91, timescale: 30))
         return try await recording.value
     }
 
