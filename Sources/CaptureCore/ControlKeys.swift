@@ -105,7 +105,7 @@ extension CaptureDevice {
     /// A decimal number or a fraction such as `1/120`.
     public static func parseNumber(_ text: String) -> Double? {
         let parts = text.split(separator: "/", omittingEmptySubsequences: false)
-        if parts.count == 2, let a = Double(parts[0]), let b = Double(parts[1]), b != 0 { return a / b }
+        if parts.count == 2, let a = Double(parts[0]), let b = Double(parts[1]), b != 0 { return (a / b).isFinite ? a / b : nil }
         guard parts.count == 1, let v = Double(text), v.isFinite else { return nil }
         return v
     }

@@ -31,7 +31,14 @@ public struct MediaTime: Sendable, Hashable {
     public init(seconds: Double, preferredTimescale: Int32) {
         if seconds.isNaN { self = .invalid; return }
         if seconds.isInfinite { self = seconds > 0 ? .positiveInfinity : .negativeInfinity; return }
-        self.init(value: Int64((seconds * Double(preferredTimescale)).rounded()), timescale: preferredTimescale)
+        // Beyond Int64 ticks (≈ 292 years in nanoseconds) the time is out of range, not a trap
+        // (found by fuzzing `--control exposure.duration=…`).
+        let ticks = (seconds * Double(preferredTimescale)).rounded()
+        guard let value = Int64(exactly: ticks) else {
+            self = ticks.isNaN ? .invalid : (ticks > 0 ? .positiveInfinity : .negativeInfinity)
+            return
+        }
+        self.init(value: value, timescale: preferredTimescale)
     }
 
     public static let zero = MediaTime(value: 0, timescale: 1)

@@ -140,6 +140,8 @@ import Testing
         #expect(!MediaTime(value: 1, timescale: 0).isValid)
         #expect(!MediaTime(value: 1, timescale: -30).isValid)
         #expect(!MediaTime(seconds: 1, preferredTimescale: 0).isValid)
+        #expect(MediaTime(seconds: 3.7e25, preferredTimescale: 1_000_000_000) == .positiveInfinity)  // beyond Int64 ticks: out of range, not a trap
+        #expect(MediaTime(seconds: -3.7e25, preferredTimescale: 1_000_000_000) == .negativeInfinity)
         let buffer = AudioPCMBuffer(format: AudioStreamFormat(sampleRate: 48_000, channelCount: 1, sampleFormat: .int16), frameCapacity: 10)
         try buffer.setFrameLength(99)
         #expect(buffer.frameLength == 10)
