@@ -8,3 +8,4 @@
 #include <libavutil/display.h>
 #include <libswscale/swscale.h>
 #include <libswresample/swresample.h>
+#include <libavutil/crc.h>

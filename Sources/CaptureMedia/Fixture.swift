@@ -1,3 +1,4 @@
+import CFFmpeg
 import CaptureCore
 import Foundation
 
@@ -359,20 +360,13 @@ enum FixtureJSON {
 }
 
 /// CRC-32 (IEEE, as zlib) of each recorded buffer, so corrupted payloads are found on reading.
+/// The CRC-32 of zlib and PNG (IEEE 802.3, reflected), through libavutil's `av_crc`: compiled C,
+/// so checking a replayed fixture's buffers costs little next to decoding them.
 enum CRC32 {
-    static let table: [UInt32] = (0..<256).map { n -> UInt32 in
-        var c = UInt32(n)
-        for _ in 0..<8 { c = c & 1 != 0 ? 0xEDB8_8320 ^ (c >> 1) : c >> 1 }
-        return c
-    }
-
     static func checksum(_ bytes: [UInt8]) -> UInt32 {
-        table.withUnsafeBufferPointer { t in
-            bytes.withUnsafeBufferPointer { b in
-                var c: UInt32 = 0xFFFF_FFFF
-                for byte in b { c = t[Int((c ^ UInt32(byte)) & 0xff)] ^ (c >> 8) }
-                return c ^ 0xFFFF_FFFF
-            }
+        bytes.withUnsafeBufferPointer { b in
+            guard let base = b.baseAddress, !b.isEmpty else { return 0 }
+            return av_crc(av_crc_get_table(AV_CRC_32_IEEE_LE), UInt32.max, base, b.count) ^ UInt32.max
         }
     }
 }

@@ -1,3 +1,4 @@
+import CCaptureShims
 import CFFmpeg
 import CaptureCore
 
@@ -31,45 +32,26 @@ enum FixtureLosslessLayout {
             let line = withUnsafeBytes(of: f.linesize) { $0.load(fromByteOffset: i * MemoryLayout<Int32>.stride, as: Int32.self) }
             return (data!, Int(line))
         }
+        let base = src.baseAddress!
         switch format {
         case .yuyv:
             let (y, ys) = plane(0), (u, us) = plane(1), (v, vs) = plane(2)
-            for row in 0..<h {
-                let s = row * w * 2
-                for i in 0..<cw {
-                    y[row * ys + 2 * i] = src[s + 4 * i]
-                    u[row * us + i] = src[s + 4 * i + 1]
-                    y[row * ys + 2 * i + 1] = src[s + 4 * i + 2]
-                    v[row * vs + i] = src[s + 4 * i + 3]
-                }
-            }
+            ck_unpack_yuyv(base, y, ys, u, us, v, vs, Int32(w), Int32(h))
         case .nv12, .yuv420:
             let (y, ys) = plane(0), (u, us) = plane(1), (v, vs) = plane(2)
-            for row in 0..<h { (y + row * ys).update(from: src.baseAddress! + row * w, count: w) }
+            for row in 0..<h { (y + row * ys).update(from: base + row * w, count: w) }
             let chroma = w * h
-            for row in 0..<ch {
-                if format == .nv12 {
-                    let s = chroma + row * cw * 2
-                    for i in 0..<cw {
-                        u[row * us + i] = src[s + 2 * i]
-                        v[row * vs + i] = src[s + 2 * i + 1]
-                    }
-                } else {
-                    (u + row * us).update(from: src.baseAddress! + chroma + row * cw, count: cw)
-                    (v + row * vs).update(from: src.baseAddress! + chroma + cw * ch + row * cw, count: cw)
+            if format == .nv12 {
+                ck_unpack_nv12_chroma(base + chroma, u, us, v, vs, Int32(cw), Int32(ch))
+            } else {
+                for row in 0..<ch {
+                    (u + row * us).update(from: base + chroma + row * cw, count: cw)
+                    (v + row * vs).update(from: base + chroma + cw * ch + row * cw, count: cw)
                 }
             }
         default: // .rgb24 → bgr0
             let (p, ps) = plane(0)
-            for row in 0..<h {
-                let s = row * w * 3
-                for i in 0..<w {
-                    p[row * ps + 4 * i] = src[s + 3 * i + 2]
-                    p[row * ps + 4 * i + 1] = src[s + 3 * i + 1]
-                    p[row * ps + 4 * i + 2] = src[s + 3 * i]
-                    p[row * ps + 4 * i + 3] = 0
-                }
-            }
+            ck_unpack_rgb24_to_bgr0(base, p, ps, Int32(w), Int32(h))
         }
     }
 
@@ -84,44 +66,26 @@ enum FixtureLosslessLayout {
         }
         let total = format.planes(width: w, height: h).reduce(0) { $0 + $1.bytesPerRow * $1.rows }
         return [UInt8](unsafeUninitializedCapacity: total) { out, count in
+            let base = out.baseAddress!
             switch format {
             case .yuyv:
                 let (y, ys) = plane(0), (u, us) = plane(1), (v, vs) = plane(2)
-                for row in 0..<h {
-                    let d = row * w * 2
-                    for i in 0..<cw {
-                        out[d + 4 * i] = y[row * ys + 2 * i]
-                        out[d + 4 * i + 1] = u[row * us + i]
-                        out[d + 4 * i + 2] = y[row * ys + 2 * i + 1]
-                        out[d + 4 * i + 3] = v[row * vs + i]
-                    }
-                }
+                ck_pack_yuyv(y, ys, u, us, v, vs, base, Int32(w), Int32(h))
             case .nv12, .yuv420:
                 let (y, ys) = plane(0), (u, us) = plane(1), (v, vs) = plane(2)
-                for row in 0..<h { (out.baseAddress! + row * w).update(from: y + row * ys, count: w) }
+                for row in 0..<h { (base + row * w).update(from: y + row * ys, count: w) }
                 let chroma = w * h
-                for row in 0..<ch {
-                    if format == .nv12 {
-                        let d = chroma + row * cw * 2
-                        for i in 0..<cw {
-                            out[d + 2 * i] = u[row * us + i]
-                            out[d + 2 * i + 1] = v[row * vs + i]
-                        }
-                    } else {
-                        (out.baseAddress! + chroma + row * cw).update(from: u + row * us, count: cw)
-                        (out.baseAddress! + chroma + cw * ch + row * cw).update(from: v + row * vs, count: cw)
+                if format == .nv12 {
+                    ck_pack_nv12_chroma(u, us, v, vs, base + chroma, Int32(cw), Int32(ch))
+                } else {
+                    for row in 0..<ch {
+                        (base + chroma + row * cw).update(from: u + row * us, count: cw)
+                        (base + chroma + cw * ch + row * cw).update(from: v + row * vs, count: cw)
                     }
                 }
             default:
                 let (p, ps) = plane(0)
-                for row in 0..<h {
-                    let d = row * w * 3
-                    for i in 0..<w {
-                        out[d + 3 * i] = p[row * ps + 4 * i + 2]
-                        out[d + 3 * i + 1] = p[row * ps + 4 * i + 1]
-                        out[d + 3 * i + 2] = p[row * ps + 4 * i]
-                    }
-                }
+                ck_pack_bgr0_to_rgb24(p, ps, base, Int32(w), Int32(h))
             }
             count = total
         }

@@ -56,6 +56,19 @@ void ck_box_blur_columns(uint8_t *base, ptrdiff_t stride, int rowBytes, int heig
 void ck_add_noise(uint8_t *base, ptrdiff_t stride, int step, int width, int height,
                   const int16_t *tile, int tileMask, int start, int rowJump);
 
+// Fixture repacking (repack.c): packed device layouts <-> the planar layouts FFV1 codes, byte for
+// byte. Widths and heights are even; packed rows are tight (width*2, chromaWidth*2, width*3 bytes).
+void ck_unpack_yuyv(const uint8_t *src, uint8_t *y, ptrdiff_t ys, uint8_t *u, ptrdiff_t us,
+                    uint8_t *v, ptrdiff_t vs, int width, int height);
+void ck_pack_yuyv(const uint8_t *y, ptrdiff_t ys, const uint8_t *u, ptrdiff_t us,
+                  const uint8_t *v, ptrdiff_t vs, uint8_t *dst, int width, int height);
+void ck_unpack_nv12_chroma(const uint8_t *src, uint8_t *u, ptrdiff_t us, uint8_t *v, ptrdiff_t vs,
+                           int chromaWidth, int chromaHeight);
+void ck_pack_nv12_chroma(const uint8_t *u, ptrdiff_t us, const uint8_t *v, ptrdiff_t vs, uint8_t *dst,
+                         int chromaWidth, int chromaHeight);
+void ck_unpack_rgb24_to_bgr0(const uint8_t *src, uint8_t *p, ptrdiff_t ps, int width, int height);
+void ck_pack_bgr0_to_rgb24(const uint8_t *p, ptrdiff_t ps, uint8_t *dst, int width, int height);
+
 // libFuzzer's driver when the program is linked with it (ci/fuzz builds with -sanitize=fuzzer);
 // otherwise returns -1. SwiftPM names an executable's entry point itself, so capture-fuzz calls the
 // driver from that entry point instead of using libFuzzer's own main().
