@@ -274,6 +274,14 @@ public final class MovieWriter {
             // video keyframe after each interval.
             muxerOptions.append(("movflags", "+delay_moov+default_base_moof+frag_custom"))
             fragmentInterval = interval.seconds
+        } else if fileType == .mp4 || fileType == .mov || fileType == .m4a {
+            // Unfragmented asked for: written in hidden fragments all the same, then defragmented
+            // like any other, so a full disk or a killed process still leaves the complete
+            // fragments playable instead of an mdat without its index. No keyframe is forced:
+            // fragments are cut at the encoder's own keyframes, so the pictures are unchanged.
+            muxerOptions.append(("movflags", "+delay_moov+default_base_moof+frag_custom"))
+            fragmentInterval = Self.hiddenFragmentInterval
+            hiddenFragments = true
         }
         let dictionary = OptionsDictionary(muxerOptions)
         try checkWrite(avformat_write_header(fc, &dictionary.pointer), "writing the \(fileType.rawValue) header")
@@ -381,10 +389,15 @@ public final class MovieWriter {
     private var headerBytes: Int64 = 0
     private var packetBytes: Int64 = 0
     private var fragmentInterval: Double?
+    /// Whether the fragments are ours, not the caller's (an unfragmented MP4/MOV/M4A): cut only at
+    /// the encoder's own keyframes and always defragmented at the end.
+    private var hiddenFragments = false
+    /// The grid of hidden fragments (seconds): a cut at the first keyframe at or past each point.
+    static let hiddenFragmentInterval = 2.0
     private var lastFragmentStart: Double?
     private var videoPackets = 0
     private var audioPackets = 0
-    /// Fragments flushed to disk so far (0 for unfragmented movies).
+    /// Fragments flushed to disk so far (hidden ones included; 0 for WAV and unfragmented MKV).
     public private(set) var fragmentsWritten = 0
     /// The next point of the fragment grid (multiples of the interval from the file's start) at
     /// or after which the encoder is made to start a keyframe, and the next at which a fragment is cut.
@@ -401,7 +414,7 @@ public final class MovieWriter {
     /// past each point of the fragment grid, so fragments (cut only before keyframes) come on the
     /// requested cadence whatever the encoder's own keyframe interval (`ffmpeg -force_key_frames`).
     private func keyframeDue(at seconds: Double) -> Bool {
-        guard let interval = fragmentInterval else { return false }
+        guard let interval = fragmentInterval, !hiddenFragments else { return false }
         guard let due = nextForcedKeyframe else {
             nextForcedKeyframe = Self.gridPoint(after: seconds, interval: interval)
             return false  // the first frame is a keyframe anyway
@@ -451,7 +464,7 @@ public final class MovieWriter {
         close(deleteFile: false)
         if let failure { throw failure }
         try FFmpeg.check(trailer, "writing the \(fileType.rawValue) trailer")
-        if fragmentInterval != nil, fileType != .mkv, options.defragmentsOnFinish {
+        if fragmentInterval != nil, fileType != .mkv, options.defragmentsOnFinish || hiddenFragments {
             do {
                 try MovieDefragmenter.defragment(path: path, fileType: fileType, audioSampleCount: audio?.encodedSampleCount)
             } catch {
@@ -494,9 +507,11 @@ public final class MovieWriter {
         defer { av_packet_unref(packet) }
         if let writeFailure { throw writeFailure }
         packet.pointee.stream_index = stream.pointee.index
-        if stream == videoStream, lastFragmentStart != nil {
+        // Fragments start at video keyframes; without video, at any audio packet (every AAC
+        // packet is a sync sample).
+        if stream == videoStream || videoStream == nil, lastFragmentStart != nil {
             let seconds = Double(packet.pointee.pts) * Double(timeBase.num) / Double(timeBase.den)
-            try cutFragmentIfDue(beforeVideoAt: seconds, isKeyframe: packet.pointee.flags & AV_PKT_FLAG_KEY != 0)
+            try cutFragmentIfDue(before: seconds, isKeyframe: stream != videoStream || packet.pointee.flags & AV_PKT_FLAG_KEY != 0)
         }
         if stream == videoStream { videoPackets += 1 } else { audioPackets += 1 }
         let end = Double(packet.pointee.pts + max(0, packet.pointee.duration)) * Double(timeBase.num) / Double(timeBase.den)
@@ -513,9 +528,9 @@ public final class MovieWriter {
         try checkWrite(av_interleaved_write_frame(fc, packet), "writing a packet to \(path)")
     }
 
-    /// Cuts a fragment before the first video keyframe at or past the next point of the fragment
-    /// grid (the same grid `keyframeDue` forces keyframes on).
-    private func cutFragmentIfDue(beforeVideoAt seconds: Double, isKeyframe: Bool) throws(CaptureError) {
+    /// Cuts a fragment before the first video keyframe (audio packet, in a file without video) at
+    /// or past the next point of the fragment grid (the same grid `keyframeDue` forces keyframes on).
+    private func cutFragmentIfDue(before seconds: Double, isKeyframe: Bool) throws(CaptureError) {
         guard let interval = fragmentInterval, lastFragmentStart != nil, isKeyframe else { return }
         let due = nextCut ?? interval
         guard seconds >= due - 1e-6 else { return }
@@ -547,7 +562,7 @@ public final class MovieWriter {
 
     /// What the file holds in complete fragments: the bytes up to the end of the last fragment the
     /// OS took whole, the media in them, and how many fragments. All zero until the first fragment
-    /// is on disk (and always, for an unfragmented movie).
+    /// is on disk (and always, for WAV and unfragmented MKV).
     public struct CompletePart: Sendable, Equatable {
         public var bytes: Int64 = 0
         public var seconds: Double = 0
@@ -587,9 +602,9 @@ public final class MovieWriter {
 
     /// After a refused write: closes the file and cuts it back to the end of its last complete
     /// fragment (no trailer fits on a full disk, and a cut fragment would stop players with an
-    /// error), so it plays to that fragment's last frame. An unfragmented movie is left as it is
-    /// (its index is written only at the end, so nothing in it plays). Returns the error with what
-    /// was kept.
+    /// error), so it plays to that fragment's last frame. An unfragmented MP4/MOV/M4A was written in
+    /// hidden fragments, so the same holds for it; an MKV without clusters cut by us is left as it
+    /// is (its clusters play to the cut). Returns the error with what was kept.
     private func keepCompleteFragments(after failure: CaptureError) -> CaptureError {
         writeFailure = failure
         // Closing flushes what avio still buffers; on a full disk those writes fail too, harmlessly.

@@ -127,17 +127,47 @@ import Testing
         #expect((damage["intactVideoFrames"] as? Int ?? 0) >= 30)
     }
 
-    @Test func anUnfragmentedMovieCutBeforeItsIndexDecodesNothing() async throws {
+    /// The top-level boxes of an MP4: (type, offset, size).
+    private func topLevelBoxes(_ data: Data) -> [(type: String, offset: Int, size: Int)] {
+        var boxes: [(String, Int, Int)] = []
+        var offset = 0
+        let bytes = [UInt8](data)
+        func be(_ at: Int, _ count: Int) -> Int { (0..<count).reduce(0) { $0 << 8 | Int(bytes[at + $1]) } }
+        while offset + 8 <= bytes.count {
+            var size = be(offset, 4)
+            if size == 1, offset + 16 <= bytes.count { size = be(offset + 8, 8) }
+            if size == 0 { size = bytes.count - offset }
+            guard size >= 8 else { break }
+            boxes.append((String(decoding: bytes[offset + 4..<offset + 8], as: UTF8.self), offset, size))
+            offset += size
+        }
+        return boxes
+    }
+
+    /// What an MP4 writer that puts its index last leaves when it is stopped before the end (other
+    /// programs' files; CaptureKit's own unfragmented recordings are written in hidden fragments
+    /// and end as one moov before the media): the header and the media, no index.
+    @Test func aMovieWithoutItsIndexDecodesNothing() async throws {
         let plain = try await Self.recording.paths().plain
-        let cut = try copy(plain, as: "plaincut.mp4", bytes: 100_000)
+        let data = try Data(contentsOf: URL(fileURLWithPath: plain))
+        let boxes = topLevelBoxes(data)
+        let types = boxes.map(\.type)
+        #expect(!types.contains("moof"), "a finished unfragmented recording has no fragments: \(types)")
+        let moov = try #require(types.firstIndex(of: "moov")), mdat = try #require(types.firstIndex(of: "mdat"))
+        #expect(moov < mdat, "the index comes first: \(types)")
+        let ftyp = try #require(boxes.first { $0.type == "ftyp" }), media = boxes[mdat]
+        let cut = (plain as NSString).deletingLastPathComponent + "/plaincut.mp4"
+        try? FileManager.default.removeItem(atPath: cut)
+        let indexless = data.subdata(in: ftyp.offset..<ftyp.offset + ftyp.size) + data.subdata(in: media.offset..<min(media.offset + media.size, media.offset + 100_000))
+        try indexless.write(to: URL(fileURLWithPath: cut))
         let r = try await inspect(cut)
         #expect(r.status == 4, "\(r.text)\(r.stderr)")
         #expect(r.text.contains("no 'moov' box"), "\(r.text)")
         let damage = try #require(r.json["damage"] as? [String: Any])
         #expect(damage["kind"] as? String == "unreadable")
         #expect(damage["intactVideoFrames"] as? Int == 0)
-        let boxes = try #require((damage["layout"] as? [String: Any])?["boxes"] as? [[String: Any]])
-        #expect(boxes.last?["type"] as? String == "mdat")
+        let reported = try #require((damage["layout"] as? [String: Any])?["boxes"] as? [[String: Any]])
+        #expect(reported.last?["type"] as? String == "mdat")
 
         let noise = try copy(plain, as: "noise.mp4", bytes: 0)
         try Data((0..<5000).map { UInt8(truncatingIfNeeded: $0 &* 7919) }).write(to: URL(fileURLWithPath: noise))

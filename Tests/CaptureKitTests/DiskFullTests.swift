@@ -198,6 +198,49 @@ struct DiskFullTests {
         #expect(abs(duration - seconds) < 0.001)
     }
 
+    /// An unfragmented MP4/MOV (`--fragment-interval 0`) is written in hidden fragments, so a full
+    /// disk leaves its complete fragments playable, as for a fragmented one (it used to leave an
+    /// mdat without an index, which nothing plays).
+    @Test(arguments: ["mp4", "mov"])
+    func anUnfragmentedMovieOnAFullDiskKeepsAPlayableFile(_ container: String) throws {
+        let disk = try SmallDisk(size: "2m")
+        defer { disk.unmount() }
+        let path = disk.path + "/plain." + container
+        let result = try TestSupport.run(CommandLineTests.binary, [
+            "record", "--camera", "sim:back", "--microphone", "sim:mic", "--duration", "60", "--size", "1280x720",
+            "--pace", "virtual", "--preset", "ultrafast", "--bitrate", "4000000", "--fragment-interval", "0", path,
+        ])
+        #expect(result.status != 0, "exited 0: \(result.stdout)")
+        #expect(result.stderr.contains("is full"), "\(result.stderr)")
+        let kept = try #require(result.stderr.firstMatch(of: /kept ([0-9.]+) s in ([0-9]+) bytes/), "\(result.stderr)")
+        let seconds = try #require(Double(kept.1))
+        #expect(try #require(Int64(kept.2)) == size(path))
+        // Hidden fragments are cut at the encoder's own keyframes (every 2 s): at most one lost.
+        #expect(seconds > 50, "only \(seconds) s kept")
+        let decoded = try decodesToTheLastFrame(path)
+        #expect(abs(Double(decoded.frames) / 30 - seconds) < 0.05, "\(decoded.frames) frames for \(seconds) s")
+    }
+
+    @Test func anM4ARecorderOnAFullDiskKeepsItsCompleteFragments() async throws {
+        let disk = try SmallDisk(size: "64k")
+        defer { disk.unmount() }
+        let path = disk.path + "/voice.m4a"
+        let recorder = try AudioRecorder(path: path, settings: AudioRecorderSettings(format: .m4a, sampleRate: 48_000, channelCount: 1))
+        #expect(recorder.record(forDuration: 30))
+        await recorder.waitUntilFinished()
+        guard case .diskFull(_, let bytes, let seconds) = recorder.error else {
+            Issue.record("expected diskFull, got \(String(describing: recorder.error))")
+            return
+        }
+        #expect(bytes == size(path))
+        // 64 kbit/s in 64 KiB: about 8 s, less the fragment being written when the disk filled.
+        #expect(seconds > 4, "\(seconds) s kept")
+        let decode = try TestSupport.run("ffmpeg", ["-v", "error", "-i", path, "-f", "null", "-"])
+        #expect(decode.status == 0 && decode.stderr.isEmpty, "ffmpeg: \(decode.stderr)")
+        let duration = Double(try #require(TestSupport.probeStreams(path).first?["duration"] as? String)) ?? 0
+        #expect(abs(duration - seconds) < 0.05, "ffprobe \(duration) s, the error says \(seconds) s")
+    }
+
     @Test func aStillThatDoesNotFitIsATypedErrorAndLeavesNoFile() throws {
         let disk = try SmallDisk(size: "256k")
         defer { disk.unmount() }
