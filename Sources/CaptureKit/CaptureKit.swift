@@ -7,6 +7,9 @@
 
 /// Entry points that tie the backends together.
 public enum CaptureKit {
+    /// This release's version (`capture --version`, the Debian package's version).
+    public static let version = "0.9.0"
+
     /// A registry with every backend this build has: the simulator (seeded), the simulated
     /// speaker→microphone loopback (`loop:mic`), then real V4L2 cameras (`/dev/video*`) and ALSA
     /// capture PCMs (`hw:CARD,DEV,SUB`), and recorded fixtures (`fixture:PATH`). On a machine without

@@ -11,6 +11,7 @@ struct CaptureCommand: AsyncParsableCommand {
             Devices are named by unique ID: sim:back, sim:front, sim:webcam (simulated cameras), sim:mic (simulated microphone).
             Simulated frames carry a frame-index stamp and A/V sync markers (see README).
             """,
+        version: CaptureKit.version,
         subcommands: [RecordCommand.self, PhotoCommand.self, DevicesCommand.self, ControlsCommand.self, FormatsCommand.self,
                       InspectCommand.self, AudioCommand.self, FixtureCommand.self, SimulateCommand.self])
 
