@@ -58,6 +58,7 @@ let usage = """
     usage: capture-bench rows [--runs N] [--seconds S] [--only TEXT]...
            capture-bench generate WxH nv12|yuv420 [--effects|--uncached] [--frames N]
            capture-bench profile WxH [--seconds S]
+           capture-bench workload render|effects|mjpeg|pipeline
     """
 
 let frameDuration = MediaTime(value: 1, timescale: 30)
@@ -365,6 +366,13 @@ func benchMain() throws {
         session.stopRunning()
         marks.append(("stopRunning", now()))
         for i in 1..<marks.count { print(String(format: "%-20@ %8.1f ms", marks[i].0 as NSString, (marks[i].1 - marks[i - 1].1) * 1000)) }
+    case "workload":
+        // One fixed piece of work for the instruction-count gate (ci/bench --instructions).
+        guard arguments.count == 1, let workload = Workload(rawValue: arguments[0]) else { fail(usage) }
+        let folder = NSTemporaryDirectory() + "capture-bench-workload-\(getpid())"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try workload.run(in: folder)
     default:
         fail(usage)
     }

@@ -1,0 +1,61 @@
+import CaptureKit
+import Foundation
+
+/// Fixed pieces of work for the instruction-count gate (`ci/bench --instructions`): each runs the
+/// same code on the same input every time, so callgrind counts the same instructions whatever
+/// else the machine is doing; a change that makes one do more work shows as a higher count.
+enum Workload: String, CaseIterable {
+    /// The renderer, per frame: 30 frames of 640x480 NV12, every background redrawn.
+    case render
+    /// The camera model's pixel effects (white balance, blur radius 3, noise) and the control
+    /// statistics (metering for auto exposure, focus and gray-world white balance), 10 frames.
+    case effects
+    /// The MJPEG copy path: 2 s of sim:webcam's MJPEG copied into a MOV, virtual time.
+    case mjpeg
+    /// The whole pipeline: 2 s of sim:back 640x480 + sim:mic → H.264 ultrafast + AAC MP4, virtual time.
+    case pipeline
+
+    func run(in folder: String) throws {
+        let size = Dimensions(width: 640, height: 480)
+        switch self {
+        case .render:
+            _ = try generationTime(size, .nv12, .uncached, frames: 30)
+        case .effects:
+            let renderer = try SyntheticFrameRenderer(pixelFormat: .nv12, dimensions: size, frameDuration: frameDuration, seed: 2)
+            let buffer = PixelBuffer(format: .nv12, width: size.width, height: size.height)
+            let metering = MeteringRequest(exposureRegion: PixelRect(x0: 160, y0: 120, x1: 480, y1: 360),
+                                           focusRegion: PixelRect(x0: 240, y0: 180, x1: 400, y1: 300), grayWorld: true)
+            for n in 0..<10 { _ = renderer.render(frame: Int64(n), effects: benchEffects, syncFlash: false, metering: metering, into: buffer) }
+        case .mjpeg:
+            try record(camera: "sim:webcam", size: size, pixelFormat: .mjpeg, audio: false, to: folder + "/mjpeg.mov")
+        case .pipeline:
+            try record(camera: "sim:back", size: size, pixelFormat: .nv12, audio: true, to: folder + "/pipeline.mp4")
+        }
+    }
+
+    private func record(camera id: String, size: Dimensions, pixelFormat: PixelFormat, audio: Bool, to path: String) throws {
+        let registry = CaptureKit.makeRegistry(seed: 1)
+        let session = CaptureSession(pace: .virtual)
+        try session.setSessionPreset(.inputPriority)
+        let camera = try registry.device(uniqueID: id)
+        try session.addInput(CaptureDeviceInput(device: camera))
+        if audio { try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "sim:mic"))) }
+        guard let format = camera.format(matching: size, frameRate: 30, pixelFormat: pixelFormat) else {
+            fail("\(id) has no \(size) \(pixelFormat) format")
+        }
+        try camera.lockForConfiguration()
+        try camera.setActiveFormat(format)
+        camera.unlockForConfiguration()
+        let movie = MovieFileOutput()
+        var settings = MovieFileOutput.Settings()
+        settings.preset = .ultrafast
+        movie.settings = settings
+        movie.maxRecordedDuration = MediaTime(value: 2, timescale: 1)
+        try session.addOutput(movie)
+        try session.startRunning()
+        let signal = FinishSignal()
+        movie.startRecording(to: path, recordingDelegate: signal)
+        signal.done.wait()
+        session.stopRunning()
+    }
+}
