@@ -309,6 +309,10 @@ public final class CaptureSession: Sendable {
         guard !PumpThread.isDelivering(for: self) else {
             throw .invalidState("startRunning() on the session's own delivery thread (inside an output's receive); call it from another thread")
         }
+        // The audio session of each microphone's registry decides whether this app may record.
+        for input in inputs where input.device.mediaType == .audio {
+            try AudioSession.governing(input.device)?.checkRecordingAllowed("recording from \(input.device.uniqueID)")
+        }
         transitions.lock()
         defer { transitions.unlock() }
         try state.withLock { (s: inout State) throws(CaptureError) in

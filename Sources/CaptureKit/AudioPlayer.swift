@@ -37,10 +37,16 @@ public final class AudioPlayer: Sendable {
         var generation = 0
         var metering = false
         var delegate: (any AudioPlayerDelegate)?
+        var error: CaptureError?
     }
 
-    public init(path: String, speaker: SimulatedSpeaker, pace: CapturePace = .virtual) throws(CaptureError) {
+    /// The audio session whose category decides whether this player may play (nil: `AudioSession.shared`).
+    public let audioSession: AudioSession?
+
+    public init(path: String, speaker: SimulatedSpeaker, pace: CapturePace = .virtual,
+                audioSession: AudioSession? = nil) throws(CaptureError) {
         guard FileManager.default.fileExists(atPath: path) else { throw .fileOperationFailed(path: path, reason: "no such file") }
+        self.audioSession = audioSession
         self.path = path
         self.speaker = speaker
         self.pace = pace
@@ -97,6 +103,9 @@ public final class AudioPlayer: Sendable {
 
     public var isPlaying: Bool { state.withLock { $0.playing } }
 
+    /// Why `play` was refused or playback ended early (nil after a clean play).
+    public var error: CaptureError? { state.withLock { $0.error } }
+
     /// Position in the file in seconds; settable.
     public var currentTime: TimeInterval {
         get { state.withLock { Double($0.position) / Double(fileFormat.sampleRate) } }
@@ -125,6 +134,10 @@ public final class AudioPlayer: Sendable {
     }
 
     private func play(startingAtSpeakerFrame start: Int?) -> Bool {
+        do { try (audioSession ?? AudioSession.shared).checkPlaybackAllowed("playing \(path)") } catch {
+            state.withLock { $0.error = error }
+            return false
+        }
         let generation: Int? = state.withLock { s in
             guard !s.playing else { return nil }
             s.playing = true
