@@ -8,13 +8,20 @@ public protocol AudioPlayerDelegate: AnyObject, Sendable {
     func audioPlayerDidFinishPlaying(_ player: AudioPlayer, successfully flag: Bool)
 }
 
-/// Plays an audio file (AVAudioPlayer) to a `SimulatedSpeaker`, in virtual time (as fast as the
-/// speaker takes it) or in real time. The file is decoded once; playback converts it to the
+/// Plays an audio file (AVAudioPlayer) to an `AudioOutputSink`: a `SimulatedSpeaker`, in virtual
+/// time (as fast as the speaker takes it) or in real time, or an ALSA playback PCM
+/// (`init(path:device:)`), which paces playback itself. On ALSA an underrun is recovered and
+/// counted (`ALSAPlaybackDevice.underrunCount`); an unplugged device ends playback (the delegate
+/// hears `successfully: false`, `error` is `deviceDisconnected`) and the audio session posts a
+/// route change `oldDeviceUnavailable`. The file is decoded once; playback converts it to the
 /// speaker's rate and channels (libswresample), then applies volume and pan. A rate other than
 /// 1 (0.5…2, with `enableRate`) plays the samples faster or slower — the pitch moves with it.
 public final class AudioPlayer: Sendable {
     public let path: String
-    public let speaker: SimulatedSpeaker
+    /// Where the samples go.
+    public let output: any AudioOutputSink
+    /// The simulated speaker, when that is the output.
+    public var speaker: SimulatedSpeaker? { output as? SimulatedSpeaker }
     public let pace: CapturePace
     /// The file's format and length.
     public let fileFormat: AudioStreamFormat
@@ -43,12 +50,23 @@ public final class AudioPlayer: Sendable {
     /// The audio session whose category decides whether this player may play (nil: `AudioSession.shared`).
     public let audioSession: AudioSession?
 
-    public init(path: String, speaker: SimulatedSpeaker, pace: CapturePace = .virtual,
+    public convenience init(path: String, speaker: SimulatedSpeaker, pace: CapturePace = .virtual,
+                            audioSession: AudioSession? = nil) throws(CaptureError) {
+        try self.init(path: path, output: speaker, pace: pace, audioSession: audioSession)
+    }
+
+    /// Plays to an ALSA playback PCM (`hw:CARD,DEV`, `default`, …), stereo float32 at 48 kHz
+    /// (S16 when the card takes no float); the card paces playback.
+    public convenience init(path: String, device: String, audioSession: AudioSession? = nil) throws(CaptureError) {
+        try self.init(path: path, output: ALSAPlaybackDevice(name: device), pace: .realtime, audioSession: audioSession)
+    }
+
+    public init(path: String, output: any AudioOutputSink, pace: CapturePace = .virtual,
                 audioSession: AudioSession? = nil) throws(CaptureError) {
         guard FileManager.default.fileExists(atPath: path) else { throw .fileOperationFailed(path: path, reason: "no such file") }
         self.audioSession = audioSession
         self.path = path
-        self.speaker = speaker
+        self.output = output
         self.pace = pace
         var decoded: [Float] = []
         var format: AudioStreamFormat?
@@ -115,8 +133,8 @@ public final class AudioPlayer: Sendable {
         }
     }
 
-    /// The speaker's clock in seconds (AVAudioPlayer.deviceCurrentTime).
-    public var deviceCurrentTime: TimeInterval { Double(speaker.playedFrameCount) / Double(speaker.format.sampleRate) }
+    /// The output's clock in seconds (AVAudioPlayer.deviceCurrentTime).
+    public var deviceCurrentTime: TimeInterval { Double(output.playedFrameCount) / Double(output.format.sampleRate) }
 
     @discardableResult
     public func prepareToPlay() -> Bool { true }
@@ -130,7 +148,7 @@ public final class AudioPlayer: Sendable {
     @discardableResult
     public func play(atTime time: TimeInterval) -> Bool {
         guard time.isFinite, time >= deviceCurrentTime else { return false }
-        return play(startingAtSpeakerFrame: Int((time * Double(speaker.format.sampleRate)).rounded()))
+        return play(startingAtSpeakerFrame: Int((time * Double(output.format.sampleRate)).rounded()))
     }
 
     private func play(startingAtSpeakerFrame start: Int?) -> Bool {
@@ -145,10 +163,20 @@ public final class AudioPlayer: Sendable {
             return s.generation
         }
         guard let generation else { return true }
-        speaker.beginPlayback()
-        if let start, start > speaker.playedFrameCount {
-            speaker.play([Float](repeating: 0, count: (start - speaker.playedFrameCount) * speaker.format.channelCount))
+        do throws(CaptureError) {
+            try output.beginPlayback()
+            if let start, start > output.playedFrameCount {
+                try output.write([Float](repeating: 0, count: (start - output.playedFrameCount) * output.format.channelCount))
+            }
+        } catch {
+            state.withLock { s in
+                s.playing = false
+                s.error = error
+            }
+            output.endPlayback()
+            return false
         }
+        state.withLock { $0.error = nil }
         queue.async { self.render(generation) }
         return true
     }
@@ -191,13 +219,13 @@ public final class AudioPlayer: Sendable {
         state.withLock { $0.rendering = true }
         defer {
             state.withLock { $0.rendering = false }
-            speaker.endPlayback()
+            output.endPlayback()
         }
         let settings = state.withLock { $0 }
         let rate = settings.enableRate ? settings.rate : 1
         let channels = fileFormat.channelCount
         let frames = samples.count / channels
-        let out = speaker.format
+        let out = output.format
         let sourceRate = Int((Double(fileFormat.sampleRate) * Double(rate)).rounded())
         let resampler: AudioResampler
         do {
@@ -244,8 +272,13 @@ public final class AudioPlayer: Sendable {
                 for i in 0..<produced { interleaved[i * out.channelCount + c] = planar[c][i] * gain }
             }
             if metering { interleaved.withUnsafeBufferPointer { buffer in meter.withLock { $0.add(buffer, channels: out.channelCount) } } }
-            speaker.play(interleaved)
-            if pace == .realtime {
+            do throws(CaptureError) { try output.write(interleaved) } catch {
+                state.withLock { $0.error = error }
+                if case .deviceDisconnected(let uid) = error { (audioSession ?? AudioSession.shared).playbackDeviceUnavailable(uid) }
+                finish(generation, success: false)
+                return
+            }
+            if pace == .realtime, !output.pacesItself {
                 hostNext = hostNext + MediaTime(value: Int64(produced), timescale: Int32(out.sampleRate))
                 _ = stop.sleep(untilHostTime: hostNext)
             }
