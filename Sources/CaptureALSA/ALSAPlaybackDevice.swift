@@ -34,13 +34,19 @@ public final class ALSAPlaybackDevice: AudioOutputSink, @unchecked Sendable {
 
     /// A playback device by ALSA name; `format` is what callers write (float32 interleaved; the
     /// rate and channel count are asked of the PCM). `configuration`: private ALSA configuration text.
+    /// `cardSampleFormat`: what the PCM is asked to run in (nil: float32 when it takes it, else S16).
     public convenience init(name: String, format: AudioStreamFormat = AudioStreamFormat(sampleRate: 48_000, channelCount: 2, sampleFormat: .float32),
-                            configuration: String? = nil) throws(CaptureError) {
+                            cardSampleFormat: AudioStreamFormat.SampleFormat? = nil, configuration: String? = nil) throws(CaptureError) {
         let config = try configuration.map { text throws(CaptureError) in try ALSAConfig(text: text) }
-        self.init(name: name, format: format, config: config, system: LinuxALSASystem(), events: DeviceEventCenter())
+        self.init(name: name, format: format, config: config, system: LinuxALSASystem(), events: DeviceEventCenter(),
+                  cardSampleFormat: cardSampleFormat)
     }
 
-    init(name: String, format: AudioStreamFormat, config: ALSAConfig?, system: any ALSASystem, events: DeviceEventCenter) {
+    private let cardSampleFormat: AudioStreamFormat.SampleFormat?
+
+    init(name: String, format: AudioStreamFormat, config: ALSAConfig?, system: any ALSASystem, events: DeviceEventCenter,
+         cardSampleFormat: AudioStreamFormat.SampleFormat? = nil) {
+        self.cardSampleFormat = cardSampleFormat
         uniqueID = name
         self.format = AudioStreamFormat(sampleRate: format.sampleRate, channelCount: format.channelCount, sampleFormat: .float32)
         self.config = config
@@ -75,9 +81,10 @@ public final class ALSAPlaybackDevice: AudioOutputSink, @unchecked Sendable {
         }
         pcm = handle
         do throws(CaptureError) {
-            let sampleFormat: ALSASampleFormat = system.supports(handle, format: .float32, channels: format.channelCount, rate: format.sampleRate) ? .float32 : .s16
+            let sampleFormat: ALSASampleFormat = cardSampleFormat.map(ALSASampleFormat.init)
+                ?? (system.supports(handle, format: .float32, channels: format.channelCount, rate: format.sampleRate) ? .float32 : .s16)
             guard system.supports(handle, format: sampleFormat, channels: format.channelCount, rate: format.sampleRate) else {
-                throw .formatNotSupported("\(uniqueID) does not play \(format.sampleRate) Hz \(format.channelCount) ch in float32 or S16")
+                throw .formatNotSupported("\(uniqueID) does not play \(format.sampleRate) Hz \(format.channelCount) ch \(sampleFormat == .s16 ? "S16" : "float32") (another program may hold the loopback at another format)")
             }
             hardwareFormat = sampleFormat
             // 20 ms periods, 8 of them (160 ms) of buffer: room for a writer that is a little late.

@@ -54,8 +54,9 @@ extension ALSADriver: AudioRoutingDriver {
 
     /// A playback PCM on this driver's libasound (and its event center), for `AudioPlayer` and the
     /// virtual microphone. `name` may also be a PCM of the private configuration.
-    public func playbackDevice(name: String, format: AudioStreamFormat = AudioStreamFormat(sampleRate: 48_000, channelCount: 2, sampleFormat: .float32)) -> ALSAPlaybackDevice {
+    public func playbackDevice(name: String, format: AudioStreamFormat = AudioStreamFormat(sampleRate: 48_000, channelCount: 2, sampleFormat: .float32),
+                               cardSampleFormat: AudioStreamFormat.SampleFormat? = nil) -> ALSAPlaybackDevice {
         ALSAPlaybackDevice(name: name, format: format, config: privateConfig?.defines(name) == true ? privateConfig : nil,
-                           system: probe.system, events: events)
+                           system: probe.system, events: events, cardSampleFormat: cardSampleFormat)
     }
 }

@@ -133,3 +133,40 @@ final class PlaybackDelegateSpy: AudioPlayerDelegate {
         #expect(player.error != nil)
     }
 }
+
+/// The virtual microphone's output (what `capture simulate --microphone --audio-to` runs) against
+/// the fake card, in virtual time: what reaches the playback PCM is the simulated microphone's
+/// signal, sample for sample — the analyzer finds the 1 kHz tone and the bursts on the second.
+@Suite struct VirtualMicrophoneTests {
+    @Test func theSimulatedMicrophoneReachesTheALSAPlaybackPCM() async throws {
+        let fake = FakeALSA()
+        let driver = ALSADriver(system: fake)
+        let registry = DeviceRegistry(drivers: [SimulatorDriver(), driver])
+        let mic = try registry.device(uniqueID: "sim:mic")
+        let format = try #require(mic.activeFormat.audioFormat)
+        let sink = driver.playbackDevice(name: FakeALSA.pcmName, format: format, cardSampleFormat: .int16)
+        let output = AudioLoopbackOutput(sink: sink)
+        let session = CaptureSession(pace: .virtual)
+        try session.addInput(CaptureDeviceInput(device: mic))
+        try session.addOutput(output)
+        try session.startRunning()
+        await ALSAPlaybackTests.waitUntil { output.statistics.framesWritten >= 48_000 * 5 / 2 }
+        session.stopRunning()
+        let stats = output.statistics
+        let played = fake.played
+        #expect(stats.error == nil)
+        #expect(played.count == stats.framesWritten)
+        #expect(fake.trace.contains("hw_params 48000 Hz 1 ch s16 period 960"))
+        #expect(Array(fake.controlTrace.suffix(2)) == ["drain", "close"])
+        let tone = try #require(ToneAnalysis.dominantFrequency(samples: played, sampleRate: 48_000, range: 4800..<43200))
+        let onsets = ToneAnalysis.burstOnsets(samples: played, sampleRate: 48_000, startTime: 0)
+        print("virtual microphone → fake PCM: \(played.count) frames, tone \(tone) Hz, bursts at \(onsets) s, underruns \(stats.underruns)")
+        #expect(abs(tone - 1000) < 1)
+        #expect(onsets.count >= 2)
+        for (i, onset) in onsets.prefix(2).enumerated() { #expect(abs(onset - Double(i + 1)) < 0.001) }
+        // The samples are the generator's, through S16.
+        let generator = ToneGenerator(spec: SyncToneSpec(), sampleRate: 48_000)
+        let worst = (0..<48_000).map { abs(played[$0] - generator.sample(Int64($0))) }.max() ?? 1
+        #expect(worst < 1e-4)
+    }
+}
