@@ -1,0 +1,136 @@
+import CaptureKit
+import Foundation
+import Testing
+
+/// The audio half on snd-aloop (inside ci/vm-run): CaptureKit plays into `hw:Loopback,0,0` and a
+/// program reads `hw:Loopback,1,0`, sample for sample.
+@Suite(.serialized, .enabled(if: DeviceEnvironment.available, DeviceEnvironment.skipReason))
+struct AudioLoopbackTests {
+    static let rate = 48_000
+
+    /// Mono samples of a WAV (or any file with audio) as float.
+    static func decode(_ path: String) throws -> [Float] {
+        var samples: [Float] = []
+        try MediaFileReader(path: path).decode(video: nil, audio: { chunk, channels, _, _ in
+            samples += channels == 1 ? chunk : stride(from: 0, to: chunk.count, by: channels).map { chunk[$0] }
+        })
+        return samples
+    }
+
+    /// Must-show 1: `capture simulate` plays sim:mic into hw:Loopback,0,0; arecord (alsa-utils, not
+    /// CaptureKit) records 5 s from hw:Loopback,1,0; the analyzer finds the 1 kHz tone and 4–5
+    /// bursts spaced 1.000 s ± 2 ms. The simulator's own report (late writes, underruns) is printed.
+    @Test func arecordHearsTheSimulatedMicrophoneOnTheLoopback() throws {
+        let dir = try DeviceEnvironment.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let tool = Process()
+        tool.executableURL = URL(fileURLWithPath: DeviceEnvironment.captureTool)
+        tool.arguments = ["simulate", "--microphone", "sim:mic", "--audio-to", DeviceEnvironment.loopbackPlayback, "--duration", "60"]
+        let stdout = Pipe(), stderr = Pipe()
+        tool.standardOutput = stdout
+        tool.standardError = stderr
+        try tool.run()
+        defer { if tool.isRunning { tool.terminate(); tool.waitUntilExit() } }
+        usleep(1_500_000)  // the writer has opened the PCM and set its format (which the capture side then shares)
+        let out = dir + "/arecord.wav"
+        let r = try DeviceEnvironment.run("timeout", ["-k", "5", "40", "arecord", "-q", "-D", DeviceEnvironment.loopbackCapture,
+                                                     "-f", "S16_LE", "-r", "48000", "-c", "1", "-d", "5", out])
+        tool.interrupt()
+        let summary = String(decoding: stdout.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let messages = String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        tool.waitUntilExit()
+        print("capture simulate: \(messages)\(summary)")
+        #expect(r.status == 0, "arecord: \(r.stderr)")
+        #expect(tool.terminationStatus == 0)
+        #expect(summary.contains("dropped by the microphone: 0"))
+        let samples = try Self.decode(out)
+        #expect(samples.count == 5 * Self.rate, "arecord recorded \(samples.count) frames")
+        let tone = try #require(ToneAnalysis.dominantFrequency(samples: samples, sampleRate: Self.rate))
+        let onsets = ToneAnalysis.burstOnsets(samples: samples, sampleRate: Self.rate, startTime: 0)
+        let spacings = zip(onsets.dropFirst(), onsets).map { $0 - $1 }
+        print("arecord on \(DeviceEnvironment.loopbackCapture): \(samples.count) frames, tone \(tone) Hz, level \(ToneAnalysis.rmsDBFS(samples)) dBFS, "
+              + "bursts at \(onsets.map { String(format: "%.4f", $0) }.joined(separator: " ")) s, spacings \(spacings.map { String(format: "%.5f", $0) }.joined(separator: " ")) s")
+        #expect(abs(tone - 1000) < 2)
+        #expect((4...5).contains(onsets.count))
+        for spacing in spacings { #expect(abs(spacing - 1) <= 0.002, "spacing \(spacing) s") }
+    }
+
+    /// Must-show 3: `AudioPlayer` plays a WAV (seeded noise, so the correlation has one peak) into
+    /// hw:Loopback,0,0 while CaptureKit's ALSA backend records hw:Loopback,1,0 (an AudioRecorder on
+    /// it): the normalized cross-correlation of the recording against the source peaks ≥ 0.99.
+    @Test func audioPlayerIntoTheLoopbackIsRecordedBackByTheALSABackend() async throws {
+        let dir = try DeviceEnvironment.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        // 2 s of noise at about −12 dBFS, mono S16.
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15  // xorshift64*: the same noise every run
+        func nextUnit() -> Double {
+            state ^= state >> 12; state ^= state << 25; state ^= state >> 27
+            return Double((state &* 0x2545_F491_4F6C_DD1D) >> 11) / Double(1 << 53)
+        }
+        let source = (0..<(2 * Self.rate)).map { _ in Float(Int16((nextUnit() * 2 - 1) * 8192)) / 32768 }
+        let sourcePath = dir + "/noise.wav"
+        try Self.writeWAV(source, to: sourcePath)
+
+        let registry = DeviceRegistry(drivers: [ALSADriver()])
+        let recordedPath = dir + "/recorded.wav"
+        let recorder = try AudioRecorder(path: recordedPath, settings: AudioRecorderSettings(format: .wav),
+                                         microphone: DeviceEnvironment.loopbackCapture, registry: registry, pace: .realtime)
+        let format = try #require(recorder.microphone.activeFormat.audioFormat)
+        #expect(recorder.record())
+        try await Task.sleep(for: .milliseconds(300))
+        let sink = try ALSAPlaybackDevice(name: DeviceEnvironment.loopbackPlayback,
+                                          format: AudioStreamFormat(sampleRate: format.sampleRate, channelCount: format.channelCount, sampleFormat: .float32))
+        let player = try AudioPlayer(path: sourcePath, output: sink, pace: .realtime, audioSession: AudioSession(registry: registry))
+        #expect(player.play(), "\(String(describing: player.error))")
+        await player.waitUntilStopped()
+        try await Task.sleep(for: .milliseconds(500))
+        recorder.stop()
+        await recorder.waitUntilFinished()
+        #expect(player.error == nil)
+        #expect(recorder.error == nil)
+        let recorded = try Self.decode(recordedPath)
+        let (peak, lag) = Self.crossCorrelationPeak(source: source, recording: recorded)
+        print("AudioPlayer → \(DeviceEnvironment.loopbackPlayback) → ALSA backend on \(DeviceEnvironment.loopbackCapture) (\(format)): "
+              + "recorded \(recorded.count) frames, underruns \(sink.underrunCount), cross-correlation peak \(peak) at lag \(lag) frames (\(Double(lag) / Double(Self.rate)) s)")
+        #expect(peak >= 0.99)
+    }
+
+    /// The normalized cross-correlation's peak and its lag: the lag is first estimated where the
+    /// recording first exceeds a quarter of the source's peak (the noise starts abruptly), then
+    /// refined over ±2400 frames.
+    static func crossCorrelationPeak(source: [Float], recording: [Float]) -> (Double, Int) {
+        let threshold = (source.map(abs).max() ?? 0) / 4
+        let firstSource = source.firstIndex { abs($0) >= threshold } ?? 0
+        guard let firstRecorded = recording.firstIndex(where: { abs($0) >= threshold }) else { return (0, 0) }
+        let estimate = firstRecorded - firstSource
+        let sourceEnergy = source.reduce(0.0) { $0 + Double($1) * Double($1) }
+        var best = (0.0, 0)
+        source.withUnsafeBufferPointer { s in
+            recording.withUnsafeBufferPointer { r in
+                for lag in max(0, estimate - 2400)...max(0, estimate + 2400) {
+                    guard lag + s.count <= r.count else { break }
+                    var dot = 0.0, energy = 0.0
+                    for i in 0..<s.count {
+                        let y = Double(r[lag + i])
+                        dot += Double(s[i]) * y
+                        energy += y * y
+                    }
+                    let value = energy > 0 ? dot / (sourceEnergy * energy).squareRoot() : 0
+                    if value > best.0 { best = (value, lag) }
+                }
+            }
+        }
+        return best
+    }
+
+    static func writeWAV(_ samples: [Float], to path: String) throws {
+        var data = Data()
+        func u32(_ v: UInt32) { withUnsafeBytes(of: v.littleEndian) { data.append(contentsOf: $0) } }
+        func u16(_ v: UInt16) { withUnsafeBytes(of: v.littleEndian) { data.append(contentsOf: $0) } }
+        data.append(contentsOf: Array("RIFF".utf8)); u32(UInt32(36 + samples.count * 2)); data.append(contentsOf: Array("WAVE".utf8))
+        data.append(contentsOf: Array("fmt ".utf8)); u32(16); u16(1); u16(1); u32(UInt32(rate)); u32(UInt32(rate * 2)); u16(2); u16(16)
+        data.append(contentsOf: Array("data".utf8)); u32(UInt32(samples.count * 2))
+        for s in samples { u16(UInt16(bitPattern: Int16((s * 32768).rounded()))) }
+        try data.write(to: URL(fileURLWithPath: path))
+    }
+}
