@@ -35,18 +35,33 @@ public final class ALSAPlaybackDevice: AudioOutputSink, @unchecked Sendable {
     /// A playback device by ALSA name; `format` is what callers write (float32 interleaved; the
     /// rate and channel count are asked of the PCM). `configuration`: private ALSA configuration text.
     /// `cardSampleFormat`: what the PCM is asked to run in (nil: float32 when it takes it, else S16).
+    /// `bufferDuration`: the card's buffer (a writer that writes ahead, like `AudioPlayer`, keeps it
+    /// full: it survives stalls that long); `startThreshold`: how much is written before the card
+    /// starts (nil: half the buffer) — for a real-time writer (the virtual microphone) that is the
+    /// fill it keeps, so both its latency and the stall it survives.
     public convenience init(name: String, format: AudioStreamFormat = AudioStreamFormat(sampleRate: 48_000, channelCount: 2, sampleFormat: .float32),
-                            cardSampleFormat: AudioStreamFormat.SampleFormat? = nil, configuration: String? = nil) throws(CaptureError) {
+                            cardSampleFormat: AudioStreamFormat.SampleFormat? = nil, bufferDuration: Double = 0.5,
+                            startThreshold: Double? = nil, configuration: String? = nil) throws(CaptureError) {
+        guard bufferDuration.isFinite, (0.04...4).contains(bufferDuration) else {
+            throw .valueOutOfRange(control: "bufferDuration", value: "\(bufferDuration)", allowed: "0.04…4 s")
+        }
+        if let startThreshold, !(startThreshold.isFinite && startThreshold > 0 && startThreshold <= bufferDuration) {
+            throw .valueOutOfRange(control: "startThreshold", value: "\(startThreshold)", allowed: "above 0, at most the buffer (\(bufferDuration) s)")
+        }
         let config = try configuration.map { text throws(CaptureError) in try ALSAConfig(text: text) }
         self.init(name: name, format: format, config: config, system: LinuxALSASystem(), events: DeviceEventCenter(),
-                  cardSampleFormat: cardSampleFormat)
+                  cardSampleFormat: cardSampleFormat, bufferDuration: bufferDuration, startThreshold: startThreshold)
     }
 
     private let cardSampleFormat: AudioStreamFormat.SampleFormat?
+    private let bufferDuration: Double
+    private let startThresholdDuration: Double?
 
     init(name: String, format: AudioStreamFormat, config: ALSAConfig?, system: any ALSASystem, events: DeviceEventCenter,
-         cardSampleFormat: AudioStreamFormat.SampleFormat? = nil) {
+         cardSampleFormat: AudioStreamFormat.SampleFormat? = nil, bufferDuration: Double = 0.5, startThreshold: Double? = nil) {
         self.cardSampleFormat = cardSampleFormat
+        self.bufferDuration = bufferDuration
+        self.startThresholdDuration = startThreshold
         uniqueID = name
         self.format = AudioStreamFormat(sampleRate: format.sampleRate, channelCount: format.channelCount, sampleFormat: .float32)
         self.config = config
@@ -87,18 +102,20 @@ public final class ALSAPlaybackDevice: AudioOutputSink, @unchecked Sendable {
                 throw .formatNotSupported("\(uniqueID) does not play \(format.sampleRate) Hz \(format.channelCount) ch \(sampleFormat == .s16 ? "S16" : "float32") (another program may hold the loopback at another format)")
             }
             hardwareFormat = sampleFormat
-            // 20 ms periods, 8 of them (160 ms) of buffer: room for a writer that is a little late.
+            // 20 ms periods, as many as the buffer duration holds.
             let period = format.sampleRate / 50
+            let periods = max(2, Int((bufferDuration / 0.02).rounded()))
             do {
                 let granted = try system.setHardwareParameters(handle, ALSAHardwareRequest(
-                    format: sampleFormat, channels: format.channelCount, rate: format.sampleRate, periodFrames: period, bufferFrames: period * 8))
+                    format: sampleFormat, channels: format.channelCount, rate: format.sampleRate, periodFrames: period, bufferFrames: period * periods))
                 guard granted.rate == format.sampleRate else {
                     throw CaptureError.formatNotSupported("\(uniqueID) plays at \(granted.rate) Hz, not \(format.sampleRate)")
                 }
                 grant = granted
-                // Starts once half the buffer is filled: a head start against underruns.
+                // Starts once the threshold (default: half the buffer) is filled: a head start against underruns.
+                let threshold = startThresholdDuration.map { Int(($0 * Double(format.sampleRate)).rounded()) } ?? granted.bufferFrames / 2
                 try system.setSoftwareParameters(handle, ALSASoftwareRequest(availMin: granted.periodFrames,
-                                                                             startThreshold: max(1, granted.bufferFrames / 2)))
+                                                                             startThreshold: max(1, min(threshold, granted.bufferFrames))))
                 try system.prepare(handle)
             } catch let error as ALSAError {
                 throw failure(error)

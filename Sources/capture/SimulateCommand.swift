@@ -32,6 +32,9 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(name: .customLong("microphone-gain"), help: "The simulated microphone's gain stage, 0…1 (default 1).")
     var microphoneGain: Float?
 
+    @Option(name: .customLong("audio-latency"), help: "Seconds of audio written ahead of the card (the fill it keeps: its latency, and the stall it survives without an underrun; default 0.1).")
+    var audioLatency: Double = 0.1
+
     @Option(name: .customLong("data-source"), help: "The simulated microphone's data source by name (sim:mic: Front, Back or Bottom).")
     var dataSource: String?
 
@@ -52,6 +55,7 @@ struct SimulateCommand: AsyncParsableCommand {
         if (camera == nil) != (to == nil) { throw ValidationError("--camera and --to go together") }
         if (microphone == nil) != (audioTo == nil) { throw ValidationError("--microphone and --audio-to go together") }
         if let microphoneGain, !(0...1).contains(microphoneGain) { throw ValidationError("--microphone-gain must be within 0…1") }
+        if !(0.02...2).contains(audioLatency) { throw ValidationError("--audio-latency must be within 0.02…2 seconds") }
         if let duration, !(duration > 0 && duration.isFinite) { throw ValidationError("--duration must be a positive number of seconds") }
         if let format, FormatRequest(format) == nil {
             throw ValidationError("--format '\(format)' must look like 640x480@30 or 640x480@30:YUYV (pixel formats: YUYV, I420, NV12, MJPG)")
@@ -77,7 +81,8 @@ struct SimulateCommand: AsyncParsableCommand {
                 guard device.hasMediaType(.audio), let format = device.activeFormat.audioFormat else { throw .invalidArgument("\(microphone) is not a microphone") }
                 try configureMicrophone(device, registry: registry)
                 // The microphone's rate and channels, S16: what ALSA programs take by default.
-                let sink = try ALSAPlaybackDevice(name: audioTo, format: format, cardSampleFormat: .int16)
+                let sink = try ALSAPlaybackDevice(name: audioTo, format: format, cardSampleFormat: .int16,
+                                                  bufferDuration: max(0.2, audioLatency * 4), startThreshold: audioLatency)
                 try sink.beginPlayback()  // fails now (no such PCM, busy) rather than at the first buffer
                 audio = (device, sink, AudioLoopbackOutput(sink: sink))
             }
