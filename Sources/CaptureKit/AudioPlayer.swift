@@ -219,7 +219,6 @@ public final class AudioPlayer: Sendable {
         state.withLock { $0.rendering = true }
         defer {
             state.withLock { $0.rendering = false }
-            output.endPlayback()
         }
         let settings = state.withLock { $0 }
         let rate = settings.enableRate ? settings.rate : 1
@@ -232,6 +231,7 @@ public final class AudioPlayer: Sendable {
             resampler = try AudioResampler(input: AudioStreamFormat(sampleRate: sourceRate, channelCount: channels, sampleFormat: .float32),
                                            outputSampleRate: out.sampleRate, outputChannels: out.channelCount)
         } catch {
+            output.endPlayback()
             finish(generation, success: false)
             return
         }
@@ -275,6 +275,7 @@ public final class AudioPlayer: Sendable {
             do throws(CaptureError) { try output.write(interleaved) } catch {
                 state.withLock { $0.error = error }
                 if case .deviceDisconnected(let uid) = error { (audioSession ?? AudioSession.shared).playbackDeviceUnavailable(uid) }
+                output.endPlayback()
                 finish(generation, success: false)
                 return
             }
@@ -284,6 +285,9 @@ public final class AudioPlayer: Sendable {
             }
             if finished { break }
         }
+        // What was written plays out (an ALSA card drains its buffer) before playback counts as
+        // finished: `waitUntilStopped` and the delegate come after the last sample was heard.
+        output.endPlayback()
         if finished { finish(generation, success: true) }
     }
 

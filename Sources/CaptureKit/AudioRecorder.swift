@@ -288,12 +288,13 @@ final class RecorderOutput: CaptureOutput, Sendable {
         }
     }
 
-    /// The session stopped under the recorder (its microphone was unplugged or became unavailable):
-    /// the file is finished (playable up to the last sample) and `error` says why it ended.
+    /// The session stopped under the recorder because its microphone was unplugged: the file is
+    /// finished (playable up to the last sample) and `error` is `deviceDisconnected`. (Any other
+    /// stop — the recorder's own, an interruption that will end — leaves the recording as it is.)
     func sessionDidStop() {
-        guard state.withLock({ $0.phase == .recording || $0.phase == .paused || $0.phase == .prepared }) else { return }
-        fail(microphone.isConnected ? .invalidState("the capture session recording from \(microphone.uniqueID) stopped")
-                                    : .deviceDisconnected(microphone.uniqueID))
+        guard !microphone.isConnected,
+              state.withLock({ $0.phase == .recording || $0.phase == .paused || $0.phase == .prepared }) else { return }
+        fail(.deviceDisconnected(microphone.uniqueID))
     }
 
     func receive(_ sample: SampleBuffer, from connection: CaptureConnection) {
