@@ -17,6 +17,38 @@ struct AudioLoopbackTests {
         return FileManager.default.isExecutableFile(atPath: release) ? release : debug
     }
 
+    /// Collects a pipe's output on a thread of its own, so a test can wait for a line while the tool runs.
+    final class PipeCollector: Sendable {
+        let data = Locked(Data())
+        private let done = Locked(false)
+        init(_ pipe: Pipe) {
+            let handle = pipe.fileHandleForReading
+            Thread { [data, done] in
+                while true {
+                    let chunk = handle.availableData
+                    if chunk.isEmpty { break }
+                    data.withLock { $0.append(chunk) }
+                }
+                done.withLock { $0 = true }
+            }.start()
+        }
+        var text: String { data.withLock { String(decoding: $0, as: UTF8.self) } }
+        /// Waits (up to `seconds`) until the output contains `marker`.
+        func wait(for marker: String, seconds: Double = 60) -> Bool {
+            let deadline = Date().addingTimeInterval(seconds)
+            while Date() < deadline {
+                if text.contains(marker) { return true }
+                usleep(20_000)
+            }
+            return false
+        }
+        /// The whole output once the pipe closed (the tool exited).
+        func finalText() -> String {
+            while !done.withLock({ $0 }) { usleep(10_000) }
+            return text
+        }
+    }
+
     /// Mono samples of a WAV (or any file with audio) as float.
     static func decode(_ path: String) throws -> [Float] {
         var samples: [Float] = []
@@ -39,16 +71,19 @@ struct AudioLoopbackTests {
         let stdout = Pipe(), stderr = Pipe()
         tool.standardOutput = stdout
         tool.standardError = stderr
+        let messagesPipe = PipeCollector(stderr), summaryPipe = PipeCollector(stdout)
         try tool.run()
         defer { if tool.isRunning { tool.terminate(); tool.waitUntilExit() } }
-        usleep(1_500_000)  // the writer has opened the PCM and set its format (which the capture side then shares)
+        // The writer has opened the PCM (setting the format the capture side then shares) and its
+        // session runs: from here arecord hears the tone from its first sample.
+        #expect(messagesPipe.wait(for: "writing sim:mic"), "capture simulate never started: \(messagesPipe.text)")
+        usleep(300_000)
         let out = dir + "/arecord.wav"
         let r = try DeviceEnvironment.run("timeout", ["-k", "5", "40", "arecord", "-q", "-D", DeviceEnvironment.loopbackCapture,
                                                      "-f", "S16_LE", "-r", "48000", "-c", "1", "-d", "5", out])
         tool.interrupt()
-        let summary = String(decoding: stdout.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let messages = String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         tool.waitUntilExit()
+        let summary = summaryPipe.finalText(), messages = messagesPipe.finalText()
         print("capture simulate: \(messages)\(summary)")
         #expect(r.status == 0, "arecord: \(r.stderr)")
         #expect(tool.terminationStatus == 0)
