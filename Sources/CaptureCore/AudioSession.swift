@@ -468,13 +468,21 @@ public final class AudioSession: Sendable {
         state.withLock { $0.preferredIOBufferDuration = duration }
     }
 
-    /// The frames per buffer a capture session should ask for: the preferred duration at the input's
-    /// rate (nil: no preference).
-    public var preferredFramesPerBuffer: Int? {
+    /// The frames per buffer a capture session asks a microphone running at `sampleRate` for: the
+    /// preferred IO buffer duration (16 frames at least), or nil without a preference (1024 frames).
+    public func framesPerBuffer(sampleRate: Int) -> Int? {
         let duration = preferredIOBufferDuration
-        let rate = sampleRate
-        guard duration > 0, rate > 0 else { return nil }
-        return max(16, Int((duration * rate).rounded()))
+        guard duration > 0, sampleRate > 0 else { return nil }
+        return max(16, Int((duration * Double(sampleRate)).rounded()))
+    }
+
+    /// The IO buffer duration capture streams of the current input run with: the preferred one
+    /// rounded to whole frames, else 1024 frames (the simulator and `loop:mic` honour it; ALSA
+    /// streams read their 10 ms periods).
+    public var ioBufferDuration: TimeInterval {
+        let rate = Int(sampleRate)
+        guard rate > 0 else { return 0 }
+        return Double(framesPerBuffer(sampleRate: rate) ?? 1024) / Double(rate)
     }
 
     // MARK: Notifications

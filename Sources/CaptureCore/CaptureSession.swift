@@ -456,8 +456,13 @@ public final class CaptureSession: Sendable {
             let device = input.device
             try DeviceUsage.shared.claim(device, by: self)
             do {
-                let configuration = StreamConfiguration(format: device.activeFormat,
+                var configuration = StreamConfiguration(format: device.activeFormat,
                                                         frameDuration: device.activeVideoMinFrameDuration, pace: pace)
+                // The audio session's preferred IO buffer duration sets the microphone's buffer size.
+                if let rate = device.activeFormat.audioFormat?.sampleRate,
+                   let frames = AudioSession.governing(device)?.framesPerBuffer(sampleRate: rate) {
+                    configuration.audioFramesPerBuffer = frames
+                }
                 let stream = try device.driverDevice().makeStream(configuration)
                 try stream.start(at: anchor)
                 let entry = StreamEntry(input: input, stream: stream)

@@ -213,3 +213,44 @@ enum AudioSessionTestSupport {
         #expect(log.routeChangeReasons == [.categoryChange])
     }
 }
+
+/// Counts the audio buffers a session delivers (their sizes), until it has `limit` of them.
+final class BufferSizeProbe: CaptureOutput, Sendable {
+    let attachment = OutputAttachment()
+    let sizes = Locked<[Int]>([])
+    let limit: Int
+    init(limit: Int) { self.limit = limit }
+    func accepts(_ mediaType: MediaType) -> Bool { mediaType == .audio }
+    var demand: OutputDemand { sizes.withLock { $0.count } < limit ? .ready : .idle }
+    func receive(_ sample: SampleBuffer, from connection: CaptureConnection) {
+        let full = sizes.withLock { s -> Bool in
+            if s.count < limit, let buffer = sample.audioBuffer { s.append(buffer.frameLength) }
+            return s.count >= limit
+        }
+        if full { attachment.demandChanged() }
+    }
+    func sessionDidStop() {}
+}
+
+@Suite struct AudioSessionIOBufferTests {
+    /// preferredIOBufferDuration 5 ms makes a capture session's microphone deliver 240-frame buffers
+    /// at 48 kHz (1024 without a preference).
+    @Test func thePreferredIOBufferDurationSetsTheMicrophonesBufferSize() async throws {
+        let rig = try DeviceRig(suffix: "iobuffer")
+        let audioSession = AudioSession(registry: rig.registry)
+        #expect(abs(audioSession.ioBufferDuration - 1024.0 / 48_000) < 1e-9)
+        for (duration, expected) in [(0.0, 1024), (0.005, 240)] {
+            try audioSession.setPreferredIOBufferDuration(duration)
+            let session = CaptureSession(pace: .virtual)
+            try session.addInput(CaptureDeviceInput(device: rig.device("sim:mic")))
+            let probe = BufferSizeProbe(limit: 10)
+            try session.addOutput(probe)
+            try session.startRunning()
+            await AssetTestSupport.waitUntil(seconds: 30) { probe.sizes.withLock { $0.count } >= 10 }
+            session.stopRunning()
+            #expect(probe.sizes.withLock { $0 } == Array(repeating: expected, count: 10), "preferred \(duration) s")
+        }
+        #expect(abs(audioSession.ioBufferDuration - 0.005) < 1e-9)
+        #expect(throws: CaptureError.self) { try audioSession.setPreferredIOBufferDuration(-1) }
+    }
+}
