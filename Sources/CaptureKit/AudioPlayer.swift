@@ -152,10 +152,12 @@ public final class AudioPlayer: Sendable {
     }
 
     private func play(startingAtSpeakerFrame start: Int?) -> Bool {
-        do { try (audioSession ?? AudioSession.shared).checkPlaybackAllowed("playing \(path)") } catch {
+        let session = audioSession ?? AudioSession.shared
+        do { try session.checkPlaybackAllowed("playing \(path)") } catch {
             state.withLock { $0.error = error }
             return false
         }
+        observeInterruptions(of: session)
         let generation: Int? = state.withLock { s in
             guard !s.playing else { return nil }
             s.playing = true
@@ -179,6 +181,25 @@ public final class AudioPlayer: Sendable {
         state.withLock { $0.error = nil }
         queue.async { self.render(generation) }
         return true
+    }
+
+    private let interruptionObserver = Locked<(session: AudioSession, token: Int)?>(nil)
+
+    /// An interruption of the audio session pauses playback, as AVAudioPlayer does; `play()`
+    /// resumes it when the app decides to (on `.ended(shouldResume: true)`, typically).
+    private func observeInterruptions(of audioSession: AudioSession) {
+        interruptionObserver.withLock { current in
+            guard current?.session !== audioSession else { return }
+            if let current { current.session.removeObserver(current.token) }
+            let token = audioSession.addObserver { [weak self] event in
+                if case .interruption(.began) = event { self?.pause() }
+            }
+            current = (audioSession, token)
+        }
+    }
+
+    deinit {
+        if let (session, token) = interruptionObserver.withLock({ $0 }) { session.removeObserver(token) }
     }
 
     /// Stops playback, keeping the position.

@@ -97,6 +97,7 @@ public final class AudioRecorder: Sendable {
                 output.refuse(error)
                 return false
             }
+            observeInterruptions(of: audioSession)
         }
         guard output.prepare(), output.start(limit: limit) else { return false }
         if !session.isRunning {
@@ -106,6 +107,25 @@ public final class AudioRecorder: Sendable {
             }
         }
         return true
+    }
+
+    private let interruptionObserver = Locked<(session: AudioSession, token: Int)?>(nil)
+
+    /// An interruption of the audio session (another session that does not mix became active)
+    /// pauses the recording, as AVAudioRecorder does; `record()` resumes it when the app decides to.
+    private func observeInterruptions(of audioSession: AudioSession) {
+        interruptionObserver.withLock { current in
+            guard current?.session !== audioSession else { return }
+            if let current { current.session.removeObserver(current.token) }
+            let token = audioSession.addObserver { [weak self] event in
+                if case .interruption(.began) = event { self?.pause() }
+            }
+            current = (audioSession, token)
+        }
+    }
+
+    deinit {
+        if let (session, token) = interruptionObserver.withLock({ $0 }) { session.removeObserver(token) }
     }
 
     /// Stops taking audio until `record()`; the file stays open.

@@ -254,3 +254,34 @@ final class BufferSizeProbe: CaptureOutput, Sendable {
         #expect(throws: CaptureError.self) { try audioSession.setPreferredIOBufferDuration(-1) }
     }
 }
+
+@Suite struct AudioSessionInterruptionTests {
+    /// An interruption (another session that does not mix becomes active) pauses a recording of the
+    /// interrupted session, as AVAudioRecorder does: its time stands still; record() resumes it after
+    /// the interruption ends.
+    @Test func anInterruptionPausesTheRecorder() async throws {
+        let domain = AudioInterruptionDomain()
+        let rig = try DeviceRig(suffix: "interruptrecorder")
+        let mine = AudioSession(registry: rig.registry, interruptionDomain: domain)
+        let other = AudioSession(registry: try DeviceRig(suffix: "interruptother").registry, interruptionDomain: domain)
+        try mine.setActive(true)
+        let path = try TestSupport.temporaryDirectory() + "/interrupted.wav"
+        let recorder = try AudioRecorder(path: path, settings: AudioRecorderSettings(format: .wav), microphone: rig.id("sim:mic"),
+                                         registry: rig.registry, pace: .virtual)
+        #expect(recorder.record())
+        await AssetTestSupport.waitUntil(seconds: 30) { recorder.currentTime >= 0.3 }
+        try other.setActive(true)
+        #expect(!recorder.isRecording, "paused by the interruption")
+        let pausedAt = recorder.currentTime
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(recorder.currentTime == pausedAt)
+        try other.setActive(false, notifyOthers: true)
+        #expect(recorder.record())
+        await AssetTestSupport.waitUntil(seconds: 30) { recorder.currentTime >= pausedAt + 0.3 }
+        recorder.stop()
+        await recorder.waitUntilFinished()
+        #expect(recorder.error == nil)
+        print("interrupted at \(pausedAt) s, recorded \(recorder.recordedDuration) s")
+        #expect(recorder.recordedDuration >= pausedAt + 0.3)
+    }
+}
