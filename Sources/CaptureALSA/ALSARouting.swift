@@ -5,7 +5,8 @@ import Foundation
 /// `Loopback` card → `loopback`, a card whose name says USB → `usbAudio`, other cards →
 /// `builtInMic`; PCMs of the private configuration → `lineIn`). The input gain is the card's mixer
 /// capture volume (the first active simple element that has one), mapped linearly from its raw
-/// range onto 0…1; a card without one has no settable gain. ALSA PCMs have no data sources here.
+/// range onto 0…1; a card without one has no settable gain. The data sources are the items of the
+/// card's capture-source selector (an enumerated capture element: "Mic", "Line", "Front Mic", …).
 extension ALSADriver: AudioRoutingDriver {
     public func audioInputRoutes() -> [AudioInputRoute] {
         var routes: [AudioInputRoute] = []
@@ -20,13 +21,39 @@ extension ALSADriver: AudioRoutingDriver {
             if let volume = try? probe.system.captureVolume(card: card), volume.max > volume.min {
                 gain = Float(volume.value - volume.min) / Float(volume.max - volume.min)
             }
-            routes.append(AudioInputRoute(uniqueID: pcm.name, name: pcm.localizedName, portType: type, gain: gain))
+            var sources: [AudioSessionDataSourceDescription] = []
+            var selected: Int?
+            if let selector = try? probe.system.captureSources(card: card) {
+                sources = selector.items.enumerated().map { i, name in
+                    AudioSessionDataSourceDescription(dataSourceID: i, dataSourceName: name, orientation: Self.orientation(of: name))
+                }
+                selected = selector.selected
+            }
+            routes.append(AudioInputRoute(uniqueID: pcm.name, name: pcm.localizedName, portType: type, dataSources: sources,
+                                          selectedDataSourceID: selected, gain: gain))
         }
         return routes
     }
 
+    /// Selects the card's capture source (its mixer's enumerated capture element) by index.
     public func selectDataSource(_ dataSourceID: Int, forInput uniqueID: String) throws(CaptureError) {
-        throw .audioRouteUnavailable("\(uniqueID) has no data sources (an ALSA PCM is one microphone)")
+        let card = Self.cardName(uniqueID)
+        guard let selector = try? probe.system.captureSources(card: card), selector.items.indices.contains(dataSourceID) else {
+            throw .audioRouteUnavailable("\(uniqueID) has no capture source \(dataSourceID)")
+        }
+        do { try probe.system.selectCaptureSource(card: card, index: dataSourceID) } catch {
+            throw .deviceStartFailed(device: card, reason: "mixer: \(error.operation): \(error.code)")
+        }
+    }
+
+    /// "Front Mic" → front, "Rear Mic" → back, …
+    static func orientation(of name: String) -> AudioSessionOrientation? {
+        let lower = name.lowercased()
+        if lower.contains("front") { return .front }
+        if lower.contains("rear") || lower.contains("back") { return .back }
+        if lower.contains("top") { return .top }
+        if lower.contains("bottom") { return .bottom }
+        return nil
     }
 
     public func setInputGain(_ gain: Float, forInput uniqueID: String) throws(CaptureError) {

@@ -121,6 +121,14 @@ struct ALSAMixerVolume: Sendable, Hashable {
     var value: Int
 }
 
+/// A card's capture-source selector (an enumerated simple element used for capture, like
+/// "Capture Source" or "Input Source"): its item names and the one selected.
+struct ALSACaptureSources: Sendable, Hashable {
+    var element: String
+    var items: [String]
+    var selected: Int
+}
+
 /// The libasound calls the ALSA backend makes, behind one protocol (like `V4L2System`) so host
 /// tests can stand a fake in for the sound card and inject errors per call. Every call that can
 /// fail throws a typed `ALSAError`; nothing above this file sees a raw libasound result.
@@ -169,6 +177,10 @@ protocol ALSASystem: Sendable {
     func captureVolume(card: String) throws(ALSAError) -> ALSAMixerVolume?
     /// Sets every channel of that element's capture volume (`snd_mixer_selem_set_capture_volume_all`).
     func setCaptureVolume(card: String, value: Int) throws(ALSAError)
+    /// The first active enumerated capture element (`snd_mixer_selem_is_enum_capture`); nil if none.
+    func captureSources(card: String) throws(ALSAError) -> ALSACaptureSources?
+    /// Selects item `index` of that element on every channel (`snd_mixer_selem_set_enum_item`).
+    func selectCaptureSource(card: String, index: Int) throws(ALSAError)
 }
 
 /// The real libasound. Stateless: handles carry everything.
@@ -372,6 +384,45 @@ struct LinuxALSASystem: ALSASystem {
         try withMixer(card) { mixer throws(ALSAError) in
             guard let e = captureElement(mixer) else { throw ALSAError(code: .invalidArgument, operation: "no capture volume on \(card)") }
             try check(snd_mixer_selem_set_capture_volume_all(e, value), "snd_mixer_selem_set_capture_volume_all")
+        }
+    }
+
+    private func captureSourceElement(_ mixer: OpaquePointer) -> OpaquePointer? {
+        var element = snd_mixer_first_elem(mixer)
+        while let e = element {
+            if snd_mixer_selem_is_active(e) != 0, snd_mixer_selem_is_enumerated(e) != 0, snd_mixer_selem_is_enum_capture(e) != 0 { return e }
+            element = snd_mixer_elem_next(e)
+        }
+        return nil
+    }
+
+    func captureSources(card: String) throws(ALSAError) -> ALSACaptureSources? {
+        try withMixer(card) { mixer throws(ALSAError) -> ALSACaptureSources? in
+            guard let e = captureSourceElement(mixer) else { return nil }
+            let count = snd_mixer_selem_get_enum_items(e)
+            try check(count, "snd_mixer_selem_get_enum_items")
+            var items: [String] = []
+            for i in 0..<UInt32(count) {
+                var name = [CChar](repeating: 0, count: 64)
+                try check(snd_mixer_selem_get_enum_item_name(e, i, name.count - 1, &name), "snd_mixer_selem_get_enum_item_name")
+                items.append(String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+            }
+            var selected: UInt32 = 0
+            try check(snd_mixer_selem_get_enum_item(e, SND_MIXER_SCHN_FRONT_LEFT, &selected), "snd_mixer_selem_get_enum_item")
+            return ALSACaptureSources(element: String(cString: snd_mixer_selem_get_name(e)), items: items, selected: Int(selected))
+        }
+    }
+
+    func selectCaptureSource(card: String, index: Int) throws(ALSAError) {
+        try withMixer(card) { mixer throws(ALSAError) in
+            guard let e = captureSourceElement(mixer) else { throw ALSAError(code: .invalidArgument, operation: "no capture source on \(card)") }
+            var channel = SND_MIXER_SCHN_FRONT_LEFT
+            while channel.rawValue <= SND_MIXER_SCHN_LAST.rawValue {
+                if channel == SND_MIXER_SCHN_FRONT_LEFT || snd_mixer_selem_has_capture_channel(e, channel) != 0 {
+                    try check(snd_mixer_selem_set_enum_item(e, channel, UInt32(index)), "snd_mixer_selem_set_enum_item")
+                }
+                channel = snd_mixer_selem_channel_id_t(rawValue: channel.rawValue + 1)
+            }
         }
     }
 }

@@ -218,4 +218,20 @@ struct AudioLoopbackTests {
         let offsets = inspect.stdout.split(separator: "\n").filter { $0.contains("offset ") && $0.contains("ms") }
         #expect(offsets.count >= 3, "markers with an A/V offset: \(offsets)")
     }
+
+    /// The real mixer code on snd-aloop: its capture PCMs are `loopback` ports; the card has no
+    /// capture volume and no capture-source selector, so the gain is not settable (a typed error)
+    /// and there are no data sources.
+    @Test func theLoopbackCardsCapturePCMsAreLoopbackPortsWithoutAMixerGain() throws {
+        let session = AudioSession(registry: DeviceRegistry(drivers: [ALSADriver()]))
+        let port = try #require(session.availableInputs.first { $0.uid == DeviceEnvironment.loopbackCapture })
+        print("hw:Loopback ports: \(session.availableInputs.map(\.description))")
+        #expect(port.portType == .loopback)
+        #expect(port.dataSources == nil)
+        try session.setPreferredInput(port)
+        #expect(session.currentRoute.inputs.map(\.uid) == [DeviceEnvironment.loopbackCapture])
+        #expect(!session.isInputGainSettable)
+        #expect(throws: CaptureError.self) { try session.setInputGain(0.5) }
+        #expect(session.sampleRate == 48_000)
+    }
 }

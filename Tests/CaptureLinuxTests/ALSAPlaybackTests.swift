@@ -170,3 +170,21 @@ final class PlaybackDelegateSpy: AudioPlayerDelegate {
         #expect(worst < 1e-4)
     }
 }
+
+@Suite struct ALSACaptureSourceTests {
+    /// A card's capture-source selector is its port's data sources: selecting "Front Mic" through
+    /// the audio session sets the mixer's enumerated element.
+    @Test func theCaptureSourceSelectorIsThePortsDataSources() throws {
+        let fake = FakeALSA()
+        fake.state.withLock { $0.captureSources = ALSACaptureSources(element: "Capture Source", items: ["Mic", "Line", "Front Mic"], selected: 0) }
+        let session = AudioSession(registry: DeviceRegistry(drivers: [ALSADriver(system: fake)]))
+        let port = try #require(session.availableInputs.first)
+        #expect(port.dataSources?.map(\.dataSourceName) == ["Mic", "Line", "Front Mic"])
+        #expect(port.selectedDataSource?.dataSourceName == "Mic")
+        let front = try #require(port.dataSources?.first { $0.orientation == .front })
+        try port.setPreferredDataSource(front)
+        #expect(fake.state.withLock { $0.captureSources?.selected } == 2)
+        #expect(fake.trace.contains("mixer hw:Fake source 2"))
+        #expect(session.currentRoute.inputs.first?.selectedDataSource?.dataSourceName == "Front Mic")
+    }
+}

@@ -53,6 +53,8 @@ final class FakeALSA: ALSASystem {
         var mixer: ALSAMixerVolume? = ALSAMixerVolume(element: "Capture", min: 0, max: 64, value: 48)
         /// Whether the playback PCM takes float32 (else only S16).
         var playbackTakesFloat = true
+        /// The card's capture-source selector (nil: none).
+        var captureSources: ALSACaptureSources?
     }
 
     let state = Locked(State())
@@ -295,6 +297,20 @@ final class FakeALSA: ALSASystem {
         state.withLock { s in
             s.trace.append("mixer \(card) get")
             return card == "hw:Fake" ? s.mixer : nil
+        }
+    }
+
+    func captureSources(card: String) throws(ALSAError) -> ALSACaptureSources? {
+        state.withLock { card == "hw:Fake" ? $0.captureSources : nil }
+    }
+
+    func selectCaptureSource(card: String, index: Int) throws(ALSAError) {
+        try state.withLock { s throws(ALSAError) in
+            s.trace.append("mixer \(card) source \(index)")
+            guard card == "hw:Fake", let sources = s.captureSources, sources.items.indices.contains(index) else {
+                throw ALSAError(code: .invalidArgument, operation: "snd_mixer_selem_set_enum_item")
+            }
+            s.captureSources?.selected = index
         }
     }
 
