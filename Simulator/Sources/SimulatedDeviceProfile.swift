@@ -81,7 +81,8 @@ public struct SimulatedDeviceProfile: Sendable, Hashable {
     /// The environment variable naming extra profile files or folders (separated by `:`).
     public static let environmentVariable = "CAPTUREKIT_PROFILES"
 
-    /// The profiles shipped with the simulator (`sim:back`, `sim:front`, `sim:webcam`, `sim:mic`).
+    /// The profiles shipped with the simulator (`sim:back`, `sim:front`, `sim:webcam`, `sim:mic`, and
+    /// `sim:usbmic`, which starts unplugged).
     public static func builtIn() throws(CaptureError) -> [SimulatedDeviceProfile] {
         guard let folder = Bundle.module.resourceURL?.appendingPathComponent("Profiles").path else {
             throw .invalidProfile(file: "Simulator/Profiles", field: "(bundle)", problem: "the simulator's resource bundle is missing")
