@@ -62,6 +62,11 @@ public struct SimulatedDeviceProfile: Sendable, Hashable {
     public var scene: SimulatedScene
     /// Where the profile came from (a file path, or "built-in").
     public var source: String
+    /// A microphone's audio-session port: its type and data sources (each with its own tone
+    /// frequency, so recordings tell them apart).
+    public var port = SimulatedMicrophonePort()
+    /// False for a device that starts unplugged (the USB microphone): `SimulatorScenario.connect` plugs it in.
+    public var pluggedIn = true
 
     public var mediaType: MediaType {
         if case .camera = kind { return .video }
@@ -76,7 +81,8 @@ public struct SimulatedDeviceProfile: Sendable, Hashable {
     /// The environment variable naming extra profile files or folders (separated by `:`).
     public static let environmentVariable = "CAPTUREKIT_PROFILES"
 
-    /// The profiles shipped with the simulator (`sim:back`, `sim:front`, `sim:webcam`, `sim:mic`).
+    /// The profiles shipped with the simulator (`sim:back`, `sim:front`, `sim:webcam`, `sim:mic`, and
+    /// `sim:usbmic`, which starts unplugged).
     public static func builtIn() throws(CaptureError) -> [SimulatedDeviceProfile] {
         guard let folder = Bundle.module.resourceURL?.appendingPathComponent("Profiles").path else {
             throw .invalidProfile(file: "Simulator/Profiles", field: "(bundle)", problem: "the simulator's resource bundle is missing")
@@ -207,7 +213,7 @@ struct ProfileParser {
 
     func profile(_ json: Any) throws(CaptureError) -> SimulatedDeviceProfile {
         let top = try object(json, "", allowed: ["uniqueID", "name", "modelID", "mediaType", "position", "deviceType",
-                                                 "defaultFormat", "formats", "camera", "scene", "audio", "tone"])
+                                                 "defaultFormat", "formats", "camera", "scene", "audio", "tone", "port", "pluggedIn"])
         let uniqueID = try string(top, "uniqueID", "")
         guard uniqueID.hasPrefix("sim:"), uniqueID.count > 4 else { throw fail("uniqueID", "must start with 'sim:' (got '\(uniqueID)')") }
         let name = try string(top, "name", "")
@@ -252,9 +258,12 @@ struct ProfileParser {
                 }
             }
             let format = AudioStreamFormat(sampleRate: Int(rate), channelCount: Int(channels), sampleFormat: sampleFormat)
-            return SimulatedDeviceProfile(uniqueID: uniqueID, name: name, modelID: modelID, position: position,
+            var profile = SimulatedDeviceProfile(uniqueID: uniqueID, name: name, modelID: modelID, position: position,
                                           deviceType: description.deviceType, formats: [DeviceFormat(formatDescription: .audio(format))],
                                           defaultFormatIndex: 0, kind: .microphone(format: format, tone: tone), scene: scene, source: file)
+            profile.port = try port(top["port"], rate: rate)
+            if top["pluggedIn"] != nil { profile.pluggedIn = try bool(top, "pluggedIn", "") }
+            return profile
         case .video:
             guard let list = top["formats"] as? [Any], !list.isEmpty else { throw fail("formats", "must be a non-empty list of formats") }
             var formats: [DeviceFormat] = []
@@ -268,6 +277,51 @@ struct ProfileParser {
                                           deviceType: description.deviceType, formats: formats, defaultFormatIndex: Int(defaultIndex),
                                           kind: .camera(capabilities), scene: scene, source: file)
         }
+    }
+
+    func port(_ value: Any?, rate: Double) throws(CaptureError) -> SimulatedMicrophonePort {
+        var port = SimulatedMicrophonePort()
+        guard value != nil else { return port }
+        let o = try object(value, "port", allowed: ["type", "dataSources", "defaultDataSource"])
+        let typeName = try string(o, "type", "port.", default: port.portType.rawValue)
+        guard let type = AudioSessionPortType(rawValue: typeName) else {
+            throw fail("port.type", "unknown port type '\(typeName)' (known: \(AudioSessionPortType.allCases.map(\.rawValue).joined(separator: ", ")))")
+        }
+        port.portType = type
+        if let list = o["dataSources"] {
+            guard let list = list as? [Any] else { throw fail("port.dataSources", "must be a list") }
+            for (i, item) in list.enumerated() {
+                let d = try object(item, "port.dataSources[\(i)]", allowed: ["id", "name", "orientation", "frequency"])
+                let id = try number(d, "id", "port.dataSources[\(i)].")
+                let name = try string(d, "name", "port.dataSources[\(i)].")
+                var orientation: AudioSessionOrientation?
+                if d["orientation"] != nil {
+                    let text = try string(d, "orientation", "port.dataSources[\(i)].")
+                    guard let o = AudioSessionOrientation(rawValue: text) else {
+                        throw fail("port.dataSources[\(i)].orientation", "unknown orientation '\(text)'")
+                    }
+                    orientation = o
+                }
+                let frequency = try number(d, "frequency", "port.dataSources[\(i)].")
+                guard frequency > 0, frequency < rate / 2, frequency == frequency.rounded() else {
+                    throw fail("port.dataSources[\(i)].frequency", "must be a whole number of Hz below half the sample rate")
+                }
+                guard id == id.rounded(), abs(id) < 1e9 else { throw fail("port.dataSources[\(i)].id", "must be a whole number") }
+                port.dataSources.append(SimulatedDataSource(
+                    description: AudioSessionDataSourceDescription(dataSourceID: Int(id), dataSourceName: name, orientation: orientation),
+                    frequency: frequency))
+            }
+        }
+        if o["defaultDataSource"] != nil {
+            let id = Int(try number(o, "defaultDataSource", "port."))
+            guard port.dataSources.contains(where: { $0.description.dataSourceID == id }) else {
+                throw fail("port.defaultDataSource", "names no data source of the port")
+            }
+            port.defaultDataSourceID = id
+        } else {
+            port.defaultDataSourceID = port.dataSources.first?.description.dataSourceID
+        }
+        return port
     }
 
     func format(_ value: Any, _ field: String) throws(CaptureError) -> DeviceFormat {
@@ -383,4 +437,20 @@ struct ProfileParser {
         guard (0...1).contains(s.maxTorchLevel) else { throw fail("scene.maxTorchLevel", "must be 0…1") }
         return s
     }
+}
+
+/// One microphone of a simulated port: what the audio session sees, and the tone it hears.
+public struct SimulatedDataSource: Sendable, Hashable {
+    public var description: AudioSessionDataSourceDescription
+    /// Replaces the profile's tone frequency while this data source is selected (the burst stays).
+    public var frequency: Double
+}
+
+/// A simulated microphone's audio-session port.
+public struct SimulatedMicrophonePort: Sendable, Hashable {
+    public var portType = AudioSessionPortType.builtInMic
+    public var dataSources: [SimulatedDataSource] = []
+    public var defaultDataSourceID: Int?
+
+    public init() {}
 }

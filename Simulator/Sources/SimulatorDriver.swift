@@ -6,7 +6,7 @@ import CaptureCore
 ///
 /// `SimulatorDriver(seed:)` loads the built-in profiles plus those named by `CAPTUREKIT_PROFILES`;
 /// if one of those is malformed, `discoverDevices()` throws the error naming file, field and problem.
-public struct SimulatorDriver: CaptureDriver, AuthorizingDriver, HotPlugDriver {
+public struct SimulatorDriver: CaptureDriver, AuthorizingDriver, HotPlugDriver, AudioRoutingDriver {
     public let scheme = "sim"
     public let seed: UInt64
     public let profiles: [SimulatedDeviceProfile]
@@ -27,6 +27,7 @@ public struct SimulatorDriver: CaptureDriver, AuthorizingDriver, HotPlugDriver {
             profiles = []
             loadError = error
         }
+        for profile in profiles { scenario.applyInitialPlug(profile.uniqueID, pluggedIn: profile.pluggedIn) }
     }
 
     public init(seed: UInt64 = 0, profiles: [SimulatedDeviceProfile], scenario: SimulatorScenario = SimulatorScenario(),
@@ -36,6 +37,7 @@ public struct SimulatorDriver: CaptureDriver, AuthorizingDriver, HotPlugDriver {
         self.scenario = scenario
         self.compressor = compressor
         loadError = nil
+        for profile in profiles { scenario.applyInitialPlug(profile.uniqueID, pluggedIn: profile.pluggedIn) }
     }
 
     public func discoverDevices() throws(CaptureError) -> [DeviceDescription] {
@@ -74,6 +76,31 @@ public struct SimulatorDriver: CaptureDriver, AuthorizingDriver, HotPlugDriver {
         }
     }
 
+    // MARK: Audio routing (the audio session's ports)
+
+    public func audioInputRoutes() -> [AudioInputRoute] {
+        profiles.filter { $0.mediaType == .audio && scenario.isConnected($0.uniqueID) }.map { p in
+            let settings = scenario.microphoneSettings(p.uniqueID)
+            return AudioInputRoute(uniqueID: p.uniqueID, name: p.name, portType: p.port.portType,
+                                   dataSources: p.port.dataSources.map(\.description),
+                                   selectedDataSourceID: settings.dataSourceID ?? p.port.defaultDataSourceID, gain: settings.gain)
+        }
+    }
+
+    public func selectDataSource(_ dataSourceID: Int, forInput uniqueID: String) throws(CaptureError) {
+        guard let p = profiles.first(where: { $0.uniqueID == uniqueID && $0.mediaType == .audio }) else { throw .deviceNotFound(uniqueID) }
+        guard p.port.dataSources.contains(where: { $0.description.dataSourceID == dataSourceID }) else {
+            throw .audioRouteUnavailable("\(uniqueID) has no data source \(dataSourceID)")
+        }
+        scenario.setMicrophoneDataSource(dataSourceID, for: uniqueID)
+    }
+
+    public func setInputGain(_ gain: Float, forInput uniqueID: String) throws(CaptureError) {
+        guard profiles.contains(where: { $0.uniqueID == uniqueID && $0.mediaType == .audio }) else { throw .deviceNotFound(uniqueID) }
+        guard gain.isFinite, (0...1).contains(gain) else { throw .valueOutOfRange(control: "inputGain", value: "\(gain)", allowed: "0…1") }
+        scenario.setMicrophoneGain(gain, for: uniqueID)
+    }
+
     /// FNV-1a: a stable hash (Swift's Hasher is seeded per process).
     static func hash(_ text: String) -> UInt64 {
         var h: UInt64 = 0xcbf2_9ce4_8422_2325
@@ -98,6 +125,38 @@ public final class SimulatorScenario: Sendable {
         var videoFaults: [String: VideoFaults] = [:]
         var bufferStarvationTimeout: Duration = .seconds(10)
         var handlers: [@Sendable (String, Bool) -> Void] = []
+        /// Devices whose plugged-in state was set (by a profile's `pluggedIn` or connect/disconnect).
+        var plugDecided: Set<String> = []
+        var microphones: [String: MicrophoneSettings] = [:]
+    }
+
+    /// A simulated microphone's data source (nil: the port's default) and gain stage (0…1).
+    public struct MicrophoneSettings: Sendable, Hashable {
+        public var dataSourceID: Int?
+        public var gain: Float = 1
+    }
+
+    public func microphoneSettings(_ uniqueID: String) -> MicrophoneSettings {
+        state.withLock { $0.microphones[uniqueID] ?? MicrophoneSettings() }
+    }
+
+    /// Selects a microphone's data source; running streams switch at their next buffer.
+    public func setMicrophoneDataSource(_ id: Int?, for uniqueID: String) {
+        state.withLock { $0.microphones[uniqueID, default: MicrophoneSettings()].dataSourceID = id }
+    }
+
+    /// The gain stage every sample of the microphone goes through (running streams: next buffer).
+    public func setMicrophoneGain(_ gain: Float, for uniqueID: String) {
+        state.withLock { $0.microphones[uniqueID, default: MicrophoneSettings()].gain = max(0, min(1, gain)) }
+    }
+
+    /// A profile's initial state: an unplugged device starts disconnected unless it was plugged in
+    /// (or unplugged) explicitly before.
+    func applyInitialPlug(_ uniqueID: String, pluggedIn: Bool) {
+        state.withLock { s in
+            guard s.plugDecided.insert(uniqueID).inserted else { return }
+            if !pluggedIn { s.disconnected.insert(uniqueID) }
+        }
     }
 
     private let state: Locked<State>
@@ -149,6 +208,7 @@ public final class SimulatorScenario: Sendable {
 
     private func setConnected(_ uniqueID: String, _ connected: Bool) {
         let handlers = state.withLock { s -> [@Sendable (String, Bool) -> Void] in
+            s.plugDecided.insert(uniqueID)
             let changed = connected ? s.disconnected.remove(uniqueID) != nil : s.disconnected.insert(uniqueID).inserted
             return changed ? s.handlers : []
         }
@@ -226,9 +286,16 @@ final class SimulatedMicrophone: DriverDevice {
         guard description.formats.contains(configuration.format) else {
             throw .formatNotSupported("\(configuration.format.formatDescription) on \(profile.uniqueID)")
         }
+        var sources: [Int: ToneGenerator] = [:]
+        for source in profile.port.dataSources {
+            var spec = tone
+            spec.toneFrequency = source.frequency
+            sources[source.description.dataSourceID] = ToneGenerator(spec: spec, sampleRate: format.sampleRate)
+        }
         return SimulatedAudioStream(format: format, generator: ToneGenerator(spec: tone, sampleRate: format.sampleRate),
                                     framesPerBuffer: configuration.audioFramesPerBuffer, pace: configuration.pace,
-                                    uniqueID: profile.uniqueID, scenario: scenario)
+                                    uniqueID: profile.uniqueID, scenario: scenario, dataSources: sources,
+                                    defaultDataSource: profile.port.defaultDataSourceID)
     }
 }
 
@@ -356,8 +423,13 @@ final class SimulatedAudioStream: DriverStream {
     private let stopSignal = StopSignal()
     private let state = Locked<(next: Int64, anchor: MediaTime)>((0, .zero))
 
+    private let dataSources: [Int: ToneGenerator]
+    private let defaultDataSource: Int?
+
     init(format: AudioStreamFormat, generator: ToneGenerator, framesPerBuffer: Int, pace: CapturePace,
-         uniqueID: String, scenario: SimulatorScenario) {
+         uniqueID: String, scenario: SimulatorScenario, dataSources: [Int: ToneGenerator] = [:], defaultDataSource: Int? = nil) {
+        self.dataSources = dataSources
+        self.defaultDataSource = defaultDataSource
         self.format = format
         self.generator = generator
         self.framesPerBuffer = framesPerBuffer
@@ -384,15 +456,20 @@ final class SimulatedAudioStream: DriverStream {
             guard stopSignal.sleep(untilHostTime: pts + duration) else { return nil }
         }
         let buffer = AudioPCMBuffer(format: format, frameCapacity: framesPerBuffer)
+        // The data source selected now and the gain stage, as the audio session set them.
+        let settings = scenario.microphoneSettings(uniqueID)
+        let generator = (settings.dataSourceID ?? defaultDataSource).flatMap { dataSources[$0] } ?? self.generator
+        let gain = settings.gain
         buffer.withProducerBytes { raw in
             switch format.sampleFormat {
             case .float32:
-                generator.fill(raw.baseAddress!.assumingMemoryBound(to: Float.self), first: first,
-                               count: framesPerBuffer, channels: format.channelCount)
+                let out = raw.baseAddress!.assumingMemoryBound(to: Float.self)
+                generator.fill(out, first: first, count: framesPerBuffer, channels: format.channelCount)
+                if gain != 1 { for i in 0..<(framesPerBuffer * format.channelCount) { out[i] *= gain } }
             case .int16:
                 let out = raw.baseAddress!.assumingMemoryBound(to: Int16.self)
                 for n in 0..<framesPerBuffer {
-                    let v = Int16(max(-32768, min(32767, (generator.sample(first + Int64(n)) * 32767).rounded())))
+                    let v = Int16(max(-32768, min(32767, (generator.sample(first + Int64(n)) * gain * 32767).rounded())))
                     for c in 0..<format.channelCount { out[n * format.channelCount + c] = v }
                 }
             }

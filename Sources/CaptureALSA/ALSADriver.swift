@@ -21,8 +21,9 @@ public struct ALSADriver: EventReportingDriver {
     public let events = DeviceEventCenter()
     /// Private configuration text (ALSA's syntax), or nil for the system configuration only.
     public let configuration: String?
-    private let privateConfig: ALSAConfig?
-    private let probe: ALSAProbe
+    let privateConfig: ALSAConfig?
+    let probe: ALSAProbe
+    var privateConfigPCMNames: [String] { privateConfig?.pcmNames() ?? [] }
 
     public init(configuration: String? = nil) {
         self.init(configuration: configuration, system: LinuxALSASystem())

@@ -112,6 +112,23 @@ struct ALSACardPCM: Sendable, Hashable {
     var modelID: String
 }
 
+/// A simple mixer element's capture volume (`snd_mixer_selem_*_capture_volume*`): its raw range
+/// and current value (the first channel's).
+struct ALSAMixerVolume: Sendable, Hashable {
+    var element: String
+    var min: Int
+    var max: Int
+    var value: Int
+}
+
+/// A card's capture-source selector (an enumerated simple element used for capture, like
+/// "Capture Source" or "Input Source"): its item names and the one selected.
+struct ALSACaptureSources: Sendable, Hashable {
+    var element: String
+    var items: [String]
+    var selected: Int
+}
+
 /// The libasound calls the ALSA backend makes, behind one protocol (like `V4L2System`) so host
 /// tests can stand a fake in for the sound card and inject errors per call. Every call that can
 /// fail throws a typed `ALSAError`; nothing above this file sees a raw libasound result.
@@ -144,6 +161,26 @@ protocol ALSASystem: Sendable {
     func drop(_ pcm: ALSAPCMHandle)
     /// `snd_pcm_close`
     func close(_ pcm: ALSAPCMHandle)
+
+    // Playback (AudioPlayer to a card, the virtual microphone)
+
+    /// `snd_pcm_open` for playback, blocking (a write waits for room: the card paces the writer).
+    func openPlayback(_ name: String, config: ALSAConfig?) throws(ALSAError) -> ALSAPCMHandle
+    /// `snd_pcm_writei`: interleaved frames from `buffer`; frames written.
+    func write(_ pcm: ALSAPCMHandle, from buffer: UnsafeRawBufferPointer, frames: Int) throws(ALSAError) -> Int
+    /// `snd_pcm_drain`: waits until everything written has played.
+    func drain(_ pcm: ALSAPCMHandle)
+
+    // Mixer (the audio session's input gain on real cards)
+
+    /// The first active simple element of the card (`hw:CARD`) with a capture volume; nil if none.
+    func captureVolume(card: String) throws(ALSAError) -> ALSAMixerVolume?
+    /// Sets every channel of that element's capture volume (`snd_mixer_selem_set_capture_volume_all`).
+    func setCaptureVolume(card: String, value: Int) throws(ALSAError)
+    /// The first active enumerated capture element (`snd_mixer_selem_is_enum_capture`); nil if none.
+    func captureSources(card: String) throws(ALSAError) -> ALSACaptureSources?
+    /// Selects item `index` of that element on every channel (`snd_mixer_selem_set_enum_item`).
+    func selectCaptureSource(card: String, index: Int) throws(ALSAError)
 }
 
 /// The real libasound. Stateless: handles carry everything.
@@ -294,4 +331,98 @@ struct LinuxALSASystem: ALSASystem {
     func drop(_ pcm: ALSAPCMHandle) { _ = snd_pcm_drop(pointer(pcm)) }
 
     func close(_ pcm: ALSAPCMHandle) { _ = snd_pcm_close(pointer(pcm)) }
+
+    func openPlayback(_ name: String, config: ALSAConfig?) throws(ALSAError) -> ALSAPCMHandle {
+        var pcm: OpaquePointer?
+        let r = config.map { snd_pcm_open_lconf(&pcm, name, SND_PCM_STREAM_PLAYBACK, 0, $0.top) }
+            ?? snd_pcm_open(&pcm, name, SND_PCM_STREAM_PLAYBACK, 0)
+        try check(r, "snd_pcm_open")
+        guard let pcm else { throw ALSAError(code: .noSuchPCM, operation: "snd_pcm_open") }
+        return ALSAPCMHandle(rawValue: UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(pcm))))
+    }
+
+    func write(_ pcm: ALSAPCMHandle, from buffer: UnsafeRawBufferPointer, frames: Int) throws(ALSAError) -> Int {
+        let n = snd_pcm_writei(pointer(pcm), buffer.baseAddress, snd_pcm_uframes_t(frames))
+        try check(n, "snd_pcm_writei")
+        return Int(n)
+    }
+
+    func drain(_ pcm: ALSAPCMHandle) { _ = snd_pcm_drain(pointer(pcm)) }
+
+    /// Opens the card's mixer with its simple elements loaded; closed after `body`.
+    private func withMixer<R>(_ card: String, _ body: (OpaquePointer) throws(ALSAError) -> R) throws(ALSAError) -> R {
+        var mixer: OpaquePointer?
+        try check(snd_mixer_open(&mixer, 0), "snd_mixer_open")
+        guard let mixer else { throw ALSAError(code: ALSAErrno(rawValue: ENOMEM), operation: "snd_mixer_open") }
+        defer { snd_mixer_close(mixer) }
+        try check(snd_mixer_attach(mixer, card), "snd_mixer_attach")
+        try check(snd_mixer_selem_register(mixer, nil, nil), "snd_mixer_selem_register")
+        try check(snd_mixer_load(mixer), "snd_mixer_load")
+        return try body(mixer)
+    }
+
+    private func captureElement(_ mixer: OpaquePointer) -> OpaquePointer? {
+        var element = snd_mixer_first_elem(mixer)
+        while let e = element {
+            if snd_mixer_selem_is_active(e) != 0, snd_mixer_selem_has_capture_volume(e) != 0 { return e }
+            element = snd_mixer_elem_next(e)
+        }
+        return nil
+    }
+
+    func captureVolume(card: String) throws(ALSAError) -> ALSAMixerVolume? {
+        try withMixer(card) { mixer throws(ALSAError) -> ALSAMixerVolume? in
+            guard let e = captureElement(mixer) else { return nil }
+            var low = 0, high = 0, value = 0
+            try check(snd_mixer_selem_get_capture_volume_range(e, &low, &high), "snd_mixer_selem_get_capture_volume_range")
+            try check(snd_mixer_selem_get_capture_volume(e, SND_MIXER_SCHN_FRONT_LEFT, &value), "snd_mixer_selem_get_capture_volume")
+            return ALSAMixerVolume(element: String(cString: snd_mixer_selem_get_name(e)), min: low, max: high, value: value)
+        }
+    }
+
+    func setCaptureVolume(card: String, value: Int) throws(ALSAError) {
+        try withMixer(card) { mixer throws(ALSAError) in
+            guard let e = captureElement(mixer) else { throw ALSAError(code: .invalidArgument, operation: "no capture volume on \(card)") }
+            try check(snd_mixer_selem_set_capture_volume_all(e, value), "snd_mixer_selem_set_capture_volume_all")
+        }
+    }
+
+    private func captureSourceElement(_ mixer: OpaquePointer) -> OpaquePointer? {
+        var element = snd_mixer_first_elem(mixer)
+        while let e = element {
+            if snd_mixer_selem_is_active(e) != 0, snd_mixer_selem_is_enumerated(e) != 0, snd_mixer_selem_is_enum_capture(e) != 0 { return e }
+            element = snd_mixer_elem_next(e)
+        }
+        return nil
+    }
+
+    func captureSources(card: String) throws(ALSAError) -> ALSACaptureSources? {
+        try withMixer(card) { mixer throws(ALSAError) -> ALSACaptureSources? in
+            guard let e = captureSourceElement(mixer) else { return nil }
+            let count = snd_mixer_selem_get_enum_items(e)
+            try check(count, "snd_mixer_selem_get_enum_items")
+            var items: [String] = []
+            for i in 0..<UInt32(count) {
+                var name = [CChar](repeating: 0, count: 64)
+                try check(snd_mixer_selem_get_enum_item_name(e, i, name.count - 1, &name), "snd_mixer_selem_get_enum_item_name")
+                items.append(String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+            }
+            var selected: UInt32 = 0
+            try check(snd_mixer_selem_get_enum_item(e, SND_MIXER_SCHN_FRONT_LEFT, &selected), "snd_mixer_selem_get_enum_item")
+            return ALSACaptureSources(element: String(cString: snd_mixer_selem_get_name(e)), items: items, selected: Int(selected))
+        }
+    }
+
+    func selectCaptureSource(card: String, index: Int) throws(ALSAError) {
+        try withMixer(card) { mixer throws(ALSAError) in
+            guard let e = captureSourceElement(mixer) else { throw ALSAError(code: .invalidArgument, operation: "no capture source on \(card)") }
+            var channel = SND_MIXER_SCHN_FRONT_LEFT
+            while channel.rawValue <= SND_MIXER_SCHN_LAST.rawValue {
+                if channel == SND_MIXER_SCHN_FRONT_LEFT || snd_mixer_selem_has_capture_channel(e, channel) != 0 {
+                    try check(snd_mixer_selem_set_enum_item(e, channel, UInt32(index)), "snd_mixer_selem_set_enum_item")
+                }
+                channel = snd_mixer_selem_channel_id_t(rawValue: channel.rawValue + 1)
+            }
+        }
+    }
 }

@@ -71,6 +71,13 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
     /// simulator waits this long (`SimulatorScenario.bufferStarvationTimeout`, default 10 s)
     /// instead of dropping a frame, so slow consumers never change what is captured.
     case buffersNotReturned(device: String, buffers: Int, seconds: Double)
+    /// The audio session's category does not allow this (recording under a playback-only
+    /// category, playing under `record`).
+    case audioCategoryRefuses(category: String, operation: String, allowedBy: String)
+    /// The audio session has no such input port or data source, or the port cannot do that.
+    case audioRouteUnavailable(String)
+    /// An audio playback device failed for good (unplugged, refused its format, write error).
+    case audioPlaybackFailed(device: String, reason: String)
 
     /// A failed write on `path` as the typed error for its errno: ENOSPC and EDQUOT are `diskFull`,
     /// everything else `writeFailed`.
@@ -175,6 +182,12 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
             return "cannot write video to \(path): \(problem)"
         case .buffersNotReturned(let device, let buffers, let seconds):
             return "'\(device)' has had all \(buffers) of its buffers held for \(seconds) s, so virtual time cannot advance; a consumer keeps sample buffers: release them when done (copy the pixels to keep them)"
+        case .audioCategoryRefuses(let category, let operation, let allowedBy):
+            return "the audio session's category \(category) does not allow \(operation): set the category to one that does (\(allowedBy)) before starting"
+        case .audioRouteUnavailable(let what):
+            return "audio route unavailable: \(what); pick one of AudioSession.availableInputs (and its dataSources)"
+        case .audioPlaybackFailed(let device, let reason):
+            return "audio playback on '\(device)' failed: \(reason)"
         }
     }
 }

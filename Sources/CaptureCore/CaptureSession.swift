@@ -309,6 +309,10 @@ public final class CaptureSession: Sendable {
         guard !PumpThread.isDelivering(for: self) else {
             throw .invalidState("startRunning() on the session's own delivery thread (inside an output's receive); call it from another thread")
         }
+        // The audio session of each microphone's registry decides whether this app may record.
+        for input in inputs where input.device.mediaType == .audio {
+            try AudioSession.governing(input.device)?.checkRecordingAllowed("recording from \(input.device.uniqueID)")
+        }
         transitions.lock()
         defer { transitions.unlock() }
         try state.withLock { (s: inout State) throws(CaptureError) in
@@ -452,8 +456,13 @@ public final class CaptureSession: Sendable {
             let device = input.device
             try DeviceUsage.shared.claim(device, by: self)
             do {
-                let configuration = StreamConfiguration(format: device.activeFormat,
+                var configuration = StreamConfiguration(format: device.activeFormat,
                                                         frameDuration: device.activeVideoMinFrameDuration, pace: pace)
+                // The audio session's preferred IO buffer duration sets the microphone's buffer size.
+                if let rate = device.activeFormat.audioFormat?.sampleRate,
+                   let frames = AudioSession.governing(device)?.framesPerBuffer(sampleRate: rate) {
+                    configuration.audioFramesPerBuffer = frames
+                }
                 let stream = try device.driverDevice().makeStream(configuration)
                 try stream.start(at: anchor)
                 let entry = StreamEntry(input: input, stream: stream)

@@ -14,6 +14,8 @@ public final class DeviceRegistry: Sendable {
     private let known = Locked<[String: CaptureDevice]>([:])
     private let events = EventBroadcaster<DeviceEvent>()
     private let observers = Locked<(next: Int, handlers: [Int: @Sendable (DeviceEvent) -> Void])>((0, [:]))
+    /// The `AudioSession` over this registry, if one was made (its current input is the default microphone).
+    let audioSessionLink = Locked(AudioSessionLink())
 
     public init(drivers: [any CaptureDriver]) {
         self.drivers = drivers
@@ -61,7 +63,10 @@ public final class DeviceRegistry: Sendable {
 
     /// The first device of a media type (AVCaptureDevice.default(for:)).
     public func defaultDevice(for mediaType: MediaType) -> CaptureDevice? {
-        (try? devices(mediaType: mediaType))?.first
+        if mediaType == .audio, let session = audioSessionLink.withLock({ $0.session }), let device = session.currentInputDevice() {
+            return device  // follows the audio session's preferred input
+        }
+        return (try? devices(mediaType: mediaType))?.first
     }
 
     /// The first device of a type, media type and position (AVCaptureDevice.default(_:for:position:)).
@@ -109,5 +114,10 @@ public final class DeviceRegistry: Sendable {
         }
         for handler in observers.withLock({ $0.handlers.sorted { $0.key < $1.key }.map(\.value) }) { handler(deviceEvent) }
         events.send(deviceEvent)
+    }
+
+    /// Whether `device` is this registry's object for its ID (the audio session's governance check).
+    func holds(_ device: CaptureDevice) -> Bool {
+        known.withLock { $0[device.uniqueID] === device }
     }
 }

@@ -3,7 +3,11 @@ import Foundation
 
 /// A simulated loudspeaker: it keeps every sample played to it (so tests can assert on them) on
 /// a timeline in its own sample clock, and a loopback microphone (`LoopbackDriver`) hears it.
-public final class SimulatedSpeaker: Sendable {
+public final class SimulatedSpeaker: AudioOutputSink {
+    public var uniqueID: String { "sim:speaker" }
+    public var pacesItself: Bool { false }
+    public func write(_ samples: [Float]) throws(CaptureError) { play(samples) }
+
     /// The speaker's format: interleaved float32.
     public let format: AudioStreamFormat
     private let state = Locked(State())
@@ -36,9 +40,9 @@ public final class SimulatedSpeaker: Sendable {
         wake()
     }
 
-    func beginPlayback() { state.withLock { $0.activePlayers += 1 } }
+    public func beginPlayback() throws(CaptureError) { state.withLock { $0.activePlayers += 1 } }
 
-    func endPlayback() {
+    public func endPlayback() {
         state.withLock { $0.activePlayers -= 1 }
         wake()
     }

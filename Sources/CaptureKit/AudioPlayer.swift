@@ -8,13 +8,20 @@ public protocol AudioPlayerDelegate: AnyObject, Sendable {
     func audioPlayerDidFinishPlaying(_ player: AudioPlayer, successfully flag: Bool)
 }
 
-/// Plays an audio file (AVAudioPlayer) to a `SimulatedSpeaker`, in virtual time (as fast as the
-/// speaker takes it) or in real time. The file is decoded once; playback converts it to the
+/// Plays an audio file (AVAudioPlayer) to an `AudioOutputSink`: a `SimulatedSpeaker`, in virtual
+/// time (as fast as the speaker takes it) or in real time, or an ALSA playback PCM
+/// (`init(path:device:)`), which paces playback itself. On ALSA an underrun is recovered and
+/// counted (`ALSAPlaybackDevice.underrunCount`); an unplugged device ends playback (the delegate
+/// hears `successfully: false`, `error` is `deviceDisconnected`) and the audio session posts a
+/// route change `oldDeviceUnavailable`. The file is decoded once; playback converts it to the
 /// speaker's rate and channels (libswresample), then applies volume and pan. A rate other than
 /// 1 (0.5…2, with `enableRate`) plays the samples faster or slower — the pitch moves with it.
 public final class AudioPlayer: Sendable {
     public let path: String
-    public let speaker: SimulatedSpeaker
+    /// Where the samples go.
+    public let output: any AudioOutputSink
+    /// The simulated speaker, when that is the output.
+    public var speaker: SimulatedSpeaker? { output as? SimulatedSpeaker }
     public let pace: CapturePace
     /// The file's format and length.
     public let fileFormat: AudioStreamFormat
@@ -37,12 +44,29 @@ public final class AudioPlayer: Sendable {
         var generation = 0
         var metering = false
         var delegate: (any AudioPlayerDelegate)?
+        var error: CaptureError?
     }
 
-    public init(path: String, speaker: SimulatedSpeaker, pace: CapturePace = .virtual) throws(CaptureError) {
+    /// The audio session whose category decides whether this player may play (nil: `AudioSession.shared`).
+    public let audioSession: AudioSession?
+
+    public convenience init(path: String, speaker: SimulatedSpeaker, pace: CapturePace = .virtual,
+                            audioSession: AudioSession? = nil) throws(CaptureError) {
+        try self.init(path: path, output: speaker, pace: pace, audioSession: audioSession)
+    }
+
+    /// Plays to an ALSA playback PCM (`hw:CARD,DEV`, `default`, …), stereo float32 at 48 kHz
+    /// (S16 when the card takes no float); the card paces playback.
+    public convenience init(path: String, device: String, audioSession: AudioSession? = nil) throws(CaptureError) {
+        try self.init(path: path, output: ALSAPlaybackDevice(name: device), pace: .realtime, audioSession: audioSession)
+    }
+
+    public init(path: String, output: any AudioOutputSink, pace: CapturePace = .virtual,
+                audioSession: AudioSession? = nil) throws(CaptureError) {
         guard FileManager.default.fileExists(atPath: path) else { throw .fileOperationFailed(path: path, reason: "no such file") }
+        self.audioSession = audioSession
         self.path = path
-        self.speaker = speaker
+        self.output = output
         self.pace = pace
         var decoded: [Float] = []
         var format: AudioStreamFormat?
@@ -97,6 +121,9 @@ public final class AudioPlayer: Sendable {
 
     public var isPlaying: Bool { state.withLock { $0.playing } }
 
+    /// Why `play` was refused or playback ended early (nil after a clean play).
+    public var error: CaptureError? { state.withLock { $0.error } }
+
     /// Position in the file in seconds; settable.
     public var currentTime: TimeInterval {
         get { state.withLock { Double($0.position) / Double(fileFormat.sampleRate) } }
@@ -106,8 +133,8 @@ public final class AudioPlayer: Sendable {
         }
     }
 
-    /// The speaker's clock in seconds (AVAudioPlayer.deviceCurrentTime).
-    public var deviceCurrentTime: TimeInterval { Double(speaker.playedFrameCount) / Double(speaker.format.sampleRate) }
+    /// The output's clock in seconds (AVAudioPlayer.deviceCurrentTime).
+    public var deviceCurrentTime: TimeInterval { Double(output.playedFrameCount) / Double(output.format.sampleRate) }
 
     @discardableResult
     public func prepareToPlay() -> Bool { true }
@@ -121,10 +148,16 @@ public final class AudioPlayer: Sendable {
     @discardableResult
     public func play(atTime time: TimeInterval) -> Bool {
         guard time.isFinite, time >= deviceCurrentTime else { return false }
-        return play(startingAtSpeakerFrame: Int((time * Double(speaker.format.sampleRate)).rounded()))
+        return play(startingAtSpeakerFrame: Int((time * Double(output.format.sampleRate)).rounded()))
     }
 
     private func play(startingAtSpeakerFrame start: Int?) -> Bool {
+        let session = audioSession ?? AudioSession.shared
+        do { try session.checkPlaybackAllowed("playing \(path)") } catch {
+            state.withLock { $0.error = error }
+            return false
+        }
+        observeInterruptions(of: session)
         let generation: Int? = state.withLock { s in
             guard !s.playing else { return nil }
             s.playing = true
@@ -132,12 +165,41 @@ public final class AudioPlayer: Sendable {
             return s.generation
         }
         guard let generation else { return true }
-        speaker.beginPlayback()
-        if let start, start > speaker.playedFrameCount {
-            speaker.play([Float](repeating: 0, count: (start - speaker.playedFrameCount) * speaker.format.channelCount))
+        do throws(CaptureError) {
+            try output.beginPlayback()
+            if let start, start > output.playedFrameCount {
+                try output.write([Float](repeating: 0, count: (start - output.playedFrameCount) * output.format.channelCount))
+            }
+        } catch {
+            state.withLock { s in
+                s.playing = false
+                s.error = error
+            }
+            output.endPlayback()
+            return false
         }
+        state.withLock { $0.error = nil }
         queue.async { self.render(generation) }
         return true
+    }
+
+    private let interruptionObserver = Locked<(session: AudioSession, token: Int)?>(nil)
+
+    /// An interruption of the audio session pauses playback, as AVAudioPlayer does; `play()`
+    /// resumes it when the app decides to (on `.ended(shouldResume: true)`, typically).
+    private func observeInterruptions(of audioSession: AudioSession) {
+        interruptionObserver.withLock { current in
+            guard current?.session !== audioSession else { return }
+            if let current { current.session.removeObserver(current.token) }
+            let token = audioSession.addObserver { [weak self] event in
+                if case .interruption(.began) = event { self?.pause() }
+            }
+            current = (audioSession, token)
+        }
+    }
+
+    deinit {
+        if let (session, token) = interruptionObserver.withLock({ $0 }) { session.removeObserver(token) }
     }
 
     /// Stops playback, keeping the position.
@@ -178,19 +240,19 @@ public final class AudioPlayer: Sendable {
         state.withLock { $0.rendering = true }
         defer {
             state.withLock { $0.rendering = false }
-            speaker.endPlayback()
         }
         let settings = state.withLock { $0 }
         let rate = settings.enableRate ? settings.rate : 1
         let channels = fileFormat.channelCount
         let frames = samples.count / channels
-        let out = speaker.format
+        let out = output.format
         let sourceRate = Int((Double(fileFormat.sampleRate) * Double(rate)).rounded())
         let resampler: AudioResampler
         do {
             resampler = try AudioResampler(input: AudioStreamFormat(sampleRate: sourceRate, channelCount: channels, sampleFormat: .float32),
                                            outputSampleRate: out.sampleRate, outputChannels: out.channelCount)
         } catch {
+            output.endPlayback()
             finish(generation, success: false)
             return
         }
@@ -231,13 +293,22 @@ public final class AudioPlayer: Sendable {
                 for i in 0..<produced { interleaved[i * out.channelCount + c] = planar[c][i] * gain }
             }
             if metering { interleaved.withUnsafeBufferPointer { buffer in meter.withLock { $0.add(buffer, channels: out.channelCount) } } }
-            speaker.play(interleaved)
-            if pace == .realtime {
+            do throws(CaptureError) { try output.write(interleaved) } catch {
+                state.withLock { $0.error = error }
+                if case .deviceDisconnected(let uid) = error { (audioSession ?? AudioSession.shared).playbackDeviceUnavailable(uid) }
+                output.endPlayback()
+                finish(generation, success: false)
+                return
+            }
+            if pace == .realtime, !output.pacesItself {
                 hostNext = hostNext + MediaTime(value: Int64(produced), timescale: Int32(out.sampleRate))
                 _ = stop.sleep(untilHostTime: hostNext)
             }
             if finished { break }
         }
+        // What was written plays out (an ALSA card drains its buffer) before playback counts as
+        // finished: `waitUntilStopped` and the delegate come after the last sample was heard.
+        output.endPlayback()
         if finished { finish(generation, success: true) }
     }
 

@@ -56,7 +56,7 @@ public final class AudioRecorder: Sendable {
         self.microphone = device
         session = CaptureSession(pace: pace)
         let channels = settings.channelCount ?? format.channelCount
-        output = RecorderOutput(path: path, fileType: settings.format == .wav ? .wav : .m4a, encoder: AudioEncoderSettings(
+        output = RecorderOutput(microphone: device, path: path, fileType: settings.format == .wav ? .wav : .m4a, encoder: AudioEncoderSettings(
             input: format, sampleRate: settings.sampleRate, channelCount: channels,
             bitrate: settings.format == .m4a ? (settings.bitRate ?? 64_000 * channels) : nil,
             codec: settings.format == .wav ? .pcmS16 : .aac))
@@ -90,6 +90,15 @@ public final class AudioRecorder: Sendable {
 
     private func record(limit: Double?) -> Bool {
         output.recorder = self
+        // The audio session of the microphone's registry must allow recording (a playback-only
+        // category refuses it with `audioCategoryRefuses`, kept in `error`).
+        if let audioSession = AudioSession.governing(microphone) {
+            do { try audioSession.checkRecordingAllowed("recording from \(microphone.uniqueID)") } catch {
+                output.refuse(error)
+                return false
+            }
+            observeInterruptions(of: audioSession)
+        }
         guard output.prepare(), output.start(limit: limit) else { return false }
         if !session.isRunning {
             do { try session.startRunning() } catch {
@@ -98,6 +107,25 @@ public final class AudioRecorder: Sendable {
             }
         }
         return true
+    }
+
+    private let interruptionObserver = Locked<(session: AudioSession, token: Int)?>(nil)
+
+    /// An interruption of the audio session (another session that does not mix became active)
+    /// pauses the recording, as AVAudioRecorder does; `record()` resumes it when the app decides to.
+    private func observeInterruptions(of audioSession: AudioSession) {
+        interruptionObserver.withLock { current in
+            guard current?.session !== audioSession else { return }
+            if let current { current.session.removeObserver(current.token) }
+            let token = audioSession.addObserver { [weak self] event in
+                if case .interruption(.began) = event { self?.pause() }
+            }
+            current = (audioSession, token)
+        }
+    }
+
+    deinit {
+        if let (session, token) = interruptionObserver.withLock({ $0 }) { session.removeObserver(token) }
     }
 
     /// Stops taking audio until `record()`; the file stays open.
@@ -149,6 +177,7 @@ final class RecorderOutput: CaptureOutput, Sendable {
     // Mutable state lives in `state`/`meter` (Locked); the closures and weak refs below are set
     // once before the session starts and read under `state`'s lock afterwards.
     let attachment = OutputAttachment()
+    let microphone: CaptureDevice
     let path: String
     let fileType: MediaFileType
     let encoder: AudioEncoderSettings
@@ -184,7 +213,8 @@ final class RecorderOutput: CaptureOutput, Sendable {
         weak var recorder: AudioRecorder?
     }
 
-    init(path: String, fileType: MediaFileType, encoder: AudioEncoderSettings) {
+    init(microphone: CaptureDevice, path: String, fileType: MediaFileType, encoder: AudioEncoderSettings) {
+        self.microphone = microphone
         self.path = path
         self.fileType = fileType
         self.encoder = encoder
@@ -242,6 +272,9 @@ final class RecorderOutput: CaptureOutput, Sendable {
         attachment.demandChanged()
     }
 
+    /// Records why `record` was refused, leaving the recorder as it was.
+    func refuse(_ error: CaptureError) { state.withLock { $0.error = error } }
+
     func fail(_ error: CaptureError) {
         state.withLock { $0.error = error }
         stop(success: false)
@@ -275,7 +308,14 @@ final class RecorderOutput: CaptureOutput, Sendable {
         }
     }
 
-    func sessionDidStop() {}
+    /// The session stopped under the recorder because its microphone was unplugged: the file is
+    /// finished (playable up to the last sample) and `error` is `deviceDisconnected`. (Any other
+    /// stop — the recorder's own, an interruption that will end — leaves the recording as it is.)
+    func sessionDidStop() {
+        guard !microphone.isConnected,
+              state.withLock({ $0.phase == .recording || $0.phase == .paused || $0.phase == .prepared }) else { return }
+        fail(.deviceDisconnected(microphone.uniqueID))
+    }
 
     func receive(_ sample: SampleBuffer, from connection: CaptureConnection) {
         guard let buffer = sample.audioBuffer else { return }

@@ -20,3 +20,13 @@ public enum CaptureKit {
                                  LoopbackDriver(speaker: .shared), V4L2Driver(), ALSADriver(), FixtureDriver()])
     }
 }
+
+extension CaptureKit {
+    /// The process-wide registry behind `AudioSession.shared` (made on first use).
+    public static let sharedRegistry: DeviceRegistry = makeRegistry()
+}
+
+extension AudioSession {
+    /// The process-wide audio session (AVAudioSession.sharedInstance()), over `CaptureKit.sharedRegistry`.
+    public static let shared = AudioSession(registry: CaptureKit.sharedRegistry)
+}

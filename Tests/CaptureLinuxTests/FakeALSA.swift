@@ -42,6 +42,19 @@ final class FakeALSA: ALSASystem {
         var status = ALSAStatus(timestampNanoseconds: nil, delayFrames: 0)
         var unplugged = false
         var xrun = false
+        // Playback and mixer
+        /// Every frame written to a playback PCM, as float (S16 converted), interleaved.
+        var played: [Float] = []
+        /// The outcomes of the next writes: nil = accepted, an errno = the write fails with it.
+        var writeScript: [ALSAErrno?] = []
+        var playbackFormat: ALSAHardwareRequest?
+        var playbackHandles: Set<UInt> = []
+        /// The card's mixer capture volume (nil: the card has none).
+        var mixer: ALSAMixerVolume? = ALSAMixerVolume(element: "Capture", min: 0, max: 64, value: 48)
+        /// Whether the playback PCM takes float32 (else only S16).
+        var playbackTakesFloat = true
+        /// The card's capture-source selector (nil: none).
+        var captureSources: ALSACaptureSources?
     }
 
     let state = Locked(State())
@@ -119,14 +132,15 @@ final class FakeALSA: ALSASystem {
     }
 
     func supports(_ pcm: ALSAPCMHandle, format: ALSASampleFormat, channels: Int, rate: Int) -> Bool {
-        rate == Self.rate && (1...2).contains(channels)
+        let floatOK = state.withLock { !$0.playbackHandles.contains(pcm.rawValue) || $0.playbackTakesFloat || format == .s16 }
+        return rate == Self.rate && (1...2).contains(channels) && floatOK
     }
 
     func setHardwareParameters(_ pcm: ALSAPCMHandle, _ request: ALSAHardwareRequest) throws(ALSAError) -> ALSAHardwareGrant {
         try state.withLock { s throws(ALSAError) in
             try enter(&s, .hwParams, "hw_params \(request.rate) Hz \(request.channels) ch \(request.format) period \(request.periodFrames)")
             guard request.rate == Self.rate else { throw ALSAError(code: .invalidArgument, operation: "snd_pcm_hw_params_set_rate") }
-            s.configured = request
+            if s.playbackHandles.contains(pcm.rawValue) { s.playbackFormat = request } else { s.configured = request }
             return ALSAHardwareGrant(rate: request.rate, periodFrames: request.periodFrames, bufferFrames: request.bufferFrames)
         }
     }
@@ -230,6 +244,81 @@ final class FakeALSA: ALSASystem {
         state.withLock { s in
             s.trace.append("close")
             s.open[pcm.rawValue] = nil
+            s.playbackHandles.remove(pcm.rawValue)
+        }
+    }
+
+    // MARK: Playback and mixer
+
+    /// The next writes fail with these errnos in turn (EPIPE: an underrun; ENODEV: unplugged).
+    func injectWrites(_ outcomes: [ALSAErrno?]) { state.withLock { $0.writeScript += outcomes } }
+
+    var played: [Float] { state.withLock { $0.played } }
+
+    func openPlayback(_ name: String, config: ALSAConfig?) throws(ALSAError) -> ALSAPCMHandle {
+        try state.withLock { s throws(ALSAError) in
+            try enter(&s, .open, "open playback \(name)")
+            if s.unplugged { throw ALSAError(code: .noDevice, operation: "snd_pcm_open") }
+            guard name == Self.pcmName else { throw ALSAError(code: .noSuchPCM, operation: "snd_pcm_open") }
+            s.nextHandle += 1
+            s.open[s.nextHandle] = name
+            s.playbackHandles.insert(s.nextHandle)
+            return ALSAPCMHandle(rawValue: s.nextHandle)
+        }
+    }
+
+    func write(_ pcm: ALSAPCMHandle, from buffer: UnsafeRawBufferPointer, frames: Int) throws(ALSAError) -> Int {
+        try state.withLock { s throws(ALSAError) in
+            if s.unplugged {
+                s.trace.append("writei \(frames) → ENODEV")
+                throw ALSAError(code: .noDevice, operation: "snd_pcm_writei")
+            }
+            if !s.writeScript.isEmpty, let code = s.writeScript.removeFirst() {
+                s.trace.append("writei \(frames) → \(Self.name(code))")
+                if code == .noDevice { s.unplugged = true }
+                if code == .brokenPipe { s.xrun = true }
+                throw ALSAError(code: code, operation: "snd_pcm_writei")
+            }
+            guard let format = s.playbackFormat else { throw ALSAError(code: .invalidArgument, operation: "snd_pcm_writei before hw_params") }
+            let count = frames * format.channels
+            if format.format == .float32 {
+                s.played += Array(buffer.bindMemory(to: Float.self).prefix(count))
+            } else {
+                s.played += buffer.bindMemory(to: Int16.self).prefix(count).map { Float($0) / 32767 }
+            }
+            s.trace.append("writei \(frames) → \(frames)")
+            return frames
+        }
+    }
+
+    func drain(_ pcm: ALSAPCMHandle) { state.withLock { $0.trace.append("drain") } }
+
+    func captureVolume(card: String) throws(ALSAError) -> ALSAMixerVolume? {
+        state.withLock { s in
+            s.trace.append("mixer \(card) get")
+            return card == "hw:Fake" ? s.mixer : nil
+        }
+    }
+
+    func captureSources(card: String) throws(ALSAError) -> ALSACaptureSources? {
+        state.withLock { card == "hw:Fake" ? $0.captureSources : nil }
+    }
+
+    func selectCaptureSource(card: String, index: Int) throws(ALSAError) {
+        try state.withLock { s throws(ALSAError) in
+            s.trace.append("mixer \(card) source \(index)")
+            guard card == "hw:Fake", let sources = s.captureSources, sources.items.indices.contains(index) else {
+                throw ALSAError(code: .invalidArgument, operation: "snd_mixer_selem_set_enum_item")
+            }
+            s.captureSources?.selected = index
+        }
+    }
+
+    func setCaptureVolume(card: String, value: Int) throws(ALSAError) {
+        try state.withLock { s throws(ALSAError) in
+            s.trace.append("mixer \(card) set \(value)")
+            guard card == "hw:Fake", s.mixer != nil else { throw ALSAError(code: .invalidArgument, operation: "no capture volume") }
+            s.mixer?.value = value
         }
     }
 }
