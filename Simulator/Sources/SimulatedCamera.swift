@@ -135,6 +135,11 @@ final class SimulatedCamera: ControlReportingDevice {
 
     func makeStream(_ configuration: StreamConfiguration) throws(CaptureError) -> any DriverStream {
         try scenario.requireAuthorization(.video)
+        return SimulatedVideoStream(camera: self, setup: try makeSetup(configuration))
+    }
+
+    /// Checks a stream configuration and builds what renders it (at start, and for a live format change).
+    func makeSetup(_ configuration: StreamConfiguration) throws(CaptureError) -> SimulatedStreamSetup {
         guard description.formats.contains(configuration.format) else {
             throw .formatNotSupported("\(configuration.format.formatDescription) on \(profile.uniqueID)")
         }
@@ -153,7 +158,7 @@ final class SimulatedCamera: ControlReportingDevice {
         let renderer = try SyntheticFrameRenderer(pixelFormat: pixelFormat == .mjpeg ? .yuv420 : pixelFormat, dimensions: size,
                                                   frameDuration: configuration.frameDuration,
                                                   seed: seed ^ SimulatorDriver.hash(profile.uniqueID))
-        return SimulatedVideoStream(camera: self, renderer: renderer, configuration: configuration,
+        return SimulatedStreamSetup(configuration: configuration, renderer: renderer,
                                     compressor: pixelFormat == .mjpeg ? compressor : nil)
     }
 

@@ -71,6 +71,10 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
     /// simulator waits this long (`SimulatorScenario.bufferStarvationTimeout`, default 10 s)
     /// instead of dropping a frame, so slow consumers never change what is captured.
     case buffersNotReturned(device: String, buffers: Int, seconds: Double)
+    /// A movie recording ended because its camera's format (size or pixel format) changed while it
+    /// ran (AVErrorSessionConfigurationChanged); the file is finished and plays up to the last frame
+    /// of the old format.
+    case sessionConfigurationChanged(device: String, from: String, to: String)
 
     /// A failed write on `path` as the typed error for its errno: ENOSPC and EDQUOT are `diskFull`,
     /// everything else `writeFailed`.
@@ -90,8 +94,10 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
 
     /// True when the error still leaves a complete, playable file (a limit was reached).
     public var recordingFinishedSuccessfully: Bool {
-        if case .recordingLimitReached = self { return true }
-        return false
+        switch self {
+        case .recordingLimitReached, .sessionConfigurationChanged: return true
+        default: return false
+        }
     }
 
     public var description: String {
@@ -175,6 +181,8 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
             return "cannot write video to \(path): \(problem)"
         case .buffersNotReturned(let device, let buffers, let seconds):
             return "'\(device)' has had all \(buffers) of its buffers held for \(seconds) s, so virtual time cannot advance; a consumer keeps sample buffers: release them when done (copy the pixels to keep them)"
+        case .sessionConfigurationChanged(let device, let from, let to):
+            return "the recording stopped because '\(device)' changed format while recording (\(from) → \(to)); the file is complete up to the last \(from) frame; start a new recording to record the new format"
         }
     }
 }

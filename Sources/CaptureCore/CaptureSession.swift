@@ -63,6 +63,8 @@ public final class CaptureSession: Sendable {
         let input: CaptureDeviceInput
         let stream: any DriverStream
         let stopSignal = StopSignal()
+        /// The device's registration of this stream for live reconfiguration (`addLiveStream`).
+        let liveToken = Locked<Int?>(nil)
         init(input: CaptureDeviceInput, stream: any DriverStream) {
             self.input = input
             self.stream = stream
@@ -457,6 +459,13 @@ public final class CaptureSession: Sendable {
                 let stream = try device.driverDevice().makeStream(configuration)
                 try stream.start(at: anchor)
                 let entry = StreamEntry(input: input, stream: stream)
+                // Live reconfiguration: a format or frame-duration change made while this stream runs
+                // reaches it at its next frame boundary. Streams that cannot switch live keep their
+                // configuration until the next start.
+                if let live = stream as? any ReconfigurableStream {
+                    let token = device.addLiveStream { change throws(CaptureError) in try live.reconfigure(change) }
+                    entry.liveToken.withLock { $0 = token }
+                }
                 state.withLock { $0.streams.append(entry) }
                 pump.streamStarted(entry, pumpContext)
             } catch {
@@ -467,6 +476,7 @@ public final class CaptureSession: Sendable {
     }
 
     private func stop(_ entry: StreamEntry) {
+        if let token = entry.liveToken.withLock({ t in defer { t = nil }; return t }) { entry.input.device.removeLiveStream(token) }
         entry.stopSignal.stop()
         entry.stream.stop()
         state.withLock { s in s.streams.removeAll { $0 === entry } }
