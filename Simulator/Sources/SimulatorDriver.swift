@@ -366,9 +366,12 @@ final class SimulatedVideoStream: ReconfigurableStream {
                 lost += 1
                 continue
             }
+            let motion = plan.shakeAmplitude > 0 || plan.stabilization != .off
+                ? CameraShake.motion(seed: camera.seed ^ SimulatorDriver.hash(camera.profile.uniqueID), frame: index,
+                                     amplitude: plan.shakeAmplitude, mode: plan.stabilization) : nil
             let measurements = renderer.render(frame: index, effects: plan.effects,
                                                syncFlash: SyntheticFrameRenderer.showsSyncFlash(offset: offset, previous: previous),
-                                               metering: plan.metering, into: compression?.scratch ?? buffer)
+                                               metering: plan.metering, motion: motion, into: compression?.scratch ?? buffer)
             if let compression { try compression.compressor.compress(compression.scratch, into: buffer) }
             camera.endFrame(plan, measurements: measurements, presentationTime: pts)
             for handler in applied { handler(pts) }

@@ -45,6 +45,7 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
     private let state: Locked<State>
     private let observers = ControlObservers()
     private let subjectAreaEvents = EventBroadcaster<MediaTime>()
+    private let stabilization = Locked<[ObjectIdentifier: VideoStabilizationMode]>([:])
     /// Running streams of this device (sessions register them): format and frame-duration changes
     /// reach them while they run.
     private let liveStreams = Locked<(next: Int, handlers: [Int: LiveStreamHandler], published: Int)>((0, [:], 0))
@@ -287,6 +288,25 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
             }
             throw error
         }
+    }
+
+    // MARK: Stabilization
+
+    /// Connections' preferred stabilization modes, by connection.
+    private static let stabilizationRanks: [VideoStabilizationMode] = [.off, .standard, .auto, .cinematic, .cinematicExtended]
+
+    /// A connection's preferred stabilization (`CaptureConnection.preferredVideoStabilizationMode`):
+    /// the device's stream stabilizes with the strongest mode any connection asks for, resolved per
+    /// frame against the active format (a mode the format lacks is off, `auto` is the best it has),
+    /// where the driver can (`stabilization.mode`; the simulator). No configuration lock: this is
+    /// the session's business, as in AVFoundation.
+    public func requestStabilization(_ mode: VideoStabilizationMode, by connection: ObjectIdentifier) {
+        let strongest = stabilization.withLock { r -> VideoStabilizationMode in
+            r[connection] = mode
+            return r.values.max { (Self.stabilizationRanks.firstIndex(of: $0) ?? 0) < (Self.stabilizationRanks.firstIndex(of: $1) ?? 0) } ?? .off
+        }
+        guard controlDescription(.videoStabilizationMode) != nil, let driver = try? driverDevice() else { return }
+        try? driver.setValue(.menu(strongest.rawValue), for: .videoStabilizationMode)
     }
 
     /// A format as `activeFormat` observations name it: `420v 1280x720`.
