@@ -75,6 +75,8 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
     /// ran (AVErrorSessionConfigurationChanged); the file is finished and plays up to the last frame
     /// of the old format.
     case sessionConfigurationChanged(device: String, from: String, to: String)
+    /// `VideoRecorder.cancel()` ended the recording; its file was removed.
+    case recordingCancelled
 
     /// A failed write on `path` as the typed error for its errno: ENOSPC and EDQUOT are `diskFull`,
     /// everything else `writeFailed`.
@@ -183,6 +185,8 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
             return "'\(device)' has had all \(buffers) of its buffers held for \(seconds) s, so virtual time cannot advance; a consumer keeps sample buffers: release them when done (copy the pixels to keep them)"
         case .sessionConfigurationChanged(let device, let from, let to):
             return "the recording stopped because '\(device)' changed format while recording (\(from) → \(to)); the file is complete up to the last \(from) frame; start a new recording to record the new format"
+        case .recordingCancelled:
+            return "the recording was cancelled and its file removed; record again to keep a movie"
         }
     }
 }
