@@ -244,3 +244,48 @@ extension LiveReconfigurationTests {
         #expect(firstLarge <= 11 && widths[..<firstLarge].allSatisfy { $0 == 640 } && widths[firstLarge...].allSatisfy { $0 == 1280 })
     }
 }
+
+extension LiveReconfigurationTests {
+    /// Real time: the same change on a real-time session takes effect at a frame boundary; frames
+    /// before the reported PTS lie on the 1/30 s grid, frames from it on the 1/60 s grid (a loaded
+    /// machine may lose frames, never move them off the grid).
+    @Test func realtimeRateChangeTakesEffectAtAFrameBoundary() async throws {
+        let registry = CaptureKit.makeRegistry(seed: 7)
+        let session = CaptureSession(pace: .realtime)
+        try session.setSessionPreset(.inputPriority)
+        let device = try registry.device(uniqueID: "sim:back")
+        let format = try #require(device.format(matching: Dimensions(width: 1280, height: 720), frameRate: 60, pixelFormat: .nv12))
+        try device.lockForConfiguration()
+        try device.setActiveFormat(format)
+        device.unlockForConfiguration()
+        try session.addInput(CaptureDeviceInput(device: device))
+        let log = DeliveryLog()
+        let data = VideoDataOutput()
+        let queue = DispatchQueue(label: "delivery-log")
+        data.setSampleBufferDelegate(log, queue: queue)
+        try session.addOutput(data)
+        try session.startRunning()
+        defer { session.stopRunning() }
+        while log.entries.withLock({ $0.count }) < 6 { try await Task.sleep(for: .milliseconds(5)) }
+        let changeTime = Locked<MediaTime?>(nil)
+        try device.lockForConfiguration()
+        try device.setActiveVideoMinFrameDuration(MediaTime(value: 1, timescale: 60)) { pts in changeTime.withLock { $0 = pts } }
+        try device.setActiveVideoMaxFrameDuration(MediaTime(value: 1, timescale: 60))
+        device.unlockForConfiguration()
+        while changeTime.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(5)) }
+        let reported = try #require(changeTime.withLock { $0 })
+        while log.entries.withLock({ $0.filter { $0.pts >= reported }.count }) < 12 { try await Task.sleep(for: .milliseconds(5)) }
+        session.stopRunning()
+        queue.sync {}
+        let entries = log.entries.withLock { $0 }
+        let before = entries.filter { $0.pts < reported }, after = entries.filter { $0.pts >= reported }
+        #expect(after.first?.pts == reported, "the first frame at 60 fps is the one the completion names")
+        func onGrid(_ gap: MediaTime, _ rate: Int32) -> Bool {
+            let k = (gap.seconds * Double(rate)).rounded()
+            return k >= 1 && abs(gap.seconds - k / Double(rate)) < 1e-6
+        }
+        for (a, b) in zip(before, before.dropFirst()) { #expect(onGrid(b.pts - a.pts, 30)) }
+        for (a, b) in zip(after, after.dropFirst()) { #expect(onGrid(b.pts - a.pts, 60)) }
+        if let last = before.last { #expect(onGrid(reported - last.pts, 30), "the change starts where a 30 fps frame ended") }
+    }
+}
