@@ -85,18 +85,19 @@ struct VividReconfigurationTests {
         #expect(decoded == times.count)
         let origin = try #require(times.first)
         let switchAt = rateReported.seconds - (rateResult.summary.startTime ?? 0)
-        // Spacing: whole periods of 1/25 s before the reported PTS, of the slower rate from it
-        // (a frame vivid or a loaded VM lost shows as two periods, and is counted).
-        var slowGaps = 0, fastGaps = 0, lost = 0
+        // Spacing: vivid stamps its buffers from a kernel thread, which a TCG VM runs late (gaps of
+        // 21…89 ms were seen at 25 fps), so single gaps say little: the median gap before the
+        // reported PTS is 1/25 s and after it the new period, each within 20 %.
+        var before: [Double] = [], after: [Double] = []
         for (a, b) in zip(times, times.dropFirst()) {
-            let period = b - origin <= switchAt + 0.002 ? 1.0 / 25 : slower.seconds
-            let k = ((b - a) / period).rounded()
-            #expect(k >= 1 && abs(b - a - k * period) < 0.004, "gap \(b - a) s at \(b - origin) s (period \(period))")
-            lost += Int(k) - 1
-            if period == 1.0 / 25 { fastGaps += 1 } else { slowGaps += 1 }
+            #expect(b > a)
+            if b - origin <= switchAt + 0.002 { before.append(b - a) } else { after.append(b - a) }
         }
-        #expect(fastGaps >= 15 && slowGaps >= 10)
-        print("vivid rate change: 25 → \(1 / slower.seconds) fps at \(switchAt) s of the file; \(fastGaps) gaps at 1/25, \(slowGaps) at the new period, \(lost) frames lost")
+        func median(_ v: [Double]) -> Double { v.isEmpty ? 0 : v.sorted()[v.count / 2] }
+        #expect(before.count >= 15 && after.count >= 10)
+        #expect(abs(median(before) - 1.0 / 25) < 0.2 / 25, "median gap before \(median(before)) s")
+        #expect(abs(median(after) - slower.seconds) < 0.2 * slower.seconds, "median gap after \(median(after)) s")
+        print("vivid rate change: 25 → \(1 / slower.seconds) fps at \(switchAt) s of the file; \(before.count) gaps before (median \(median(before)) s), \(after.count) after (median \(median(after)) s); \(times.count) frames in the file")
 
         // 2. A size change while recording: the file ends, complete, with stop reason configurationChanged.
         let sizePath = dir + "/size.mov"
