@@ -301,12 +301,18 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
     /// where the driver can (`stabilization.mode`; the simulator). No configuration lock: this is
     /// the session's business, as in AVFoundation.
     public func requestStabilization(_ mode: VideoStabilizationMode, by connection: ObjectIdentifier) {
-        let strongest = stabilization.withLock { r -> VideoStabilizationMode in
-            r[connection] = mode
-            return r.values.max { (Self.stabilizationRanks.firstIndex(of: $0) ?? 0) < (Self.stabilizationRanks.firstIndex(of: $1) ?? 0) } ?? .off
+        func strongest(_ r: [ObjectIdentifier: VideoStabilizationMode]) -> VideoStabilizationMode {
+            r.values.max { (Self.stabilizationRanks.firstIndex(of: $0) ?? 0) < (Self.stabilizationRanks.firstIndex(of: $1) ?? 0) } ?? .off
         }
+        let (before, after) = stabilization.withLock { r -> (VideoStabilizationMode, VideoStabilizationMode) in
+            let before = strongest(r)
+            r[connection] = mode == .off ? nil : mode
+            return (before, strongest(r))
+        }
+        // Nothing changed (e.g. a connection that never asked goes away): leave the driver alone.
+        guard before != after || mode != .off else { return }
         guard controlDescription(.videoStabilizationMode) != nil, let driver = try? driverDevice() else { return }
-        try? driver.setValue(.menu(strongest.rawValue), for: .videoStabilizationMode)
+        try? driver.setValue(.menu(after.rawValue), for: .videoStabilizationMode)
     }
 
     /// A format as `activeFormat` observations name it: `420v 1280x720`.

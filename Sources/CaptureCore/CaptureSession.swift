@@ -203,6 +203,7 @@ public final class CaptureSession: Sendable {
     private func applyChanges(startingStreams: Bool = true) {
         let preset = sessionPreset
         attachments.lock()
+        var gone: [CaptureConnection] = []
         let (outputs, connections, running) = state.withLock { s -> ([any CaptureOutput], [CaptureConnection], Bool) in
             var connections: [CaptureConnection] = []
             for output in s.outputs {
@@ -212,9 +213,12 @@ public final class CaptureSession: Sendable {
                                        ?? CaptureConnection(input: input, output: output))
                 }
             }
+            gone = s.connections.filter { old in old.mediaType == .video && !connections.contains { $0 === old } }
             s.connections = connections
             return (s.outputs, connections, s.wantsRunning && s.interruption == nil)
         }
+        // A connection that went away no longer asks its device to stabilize.
+        for connection in gone { connection.input.device.requestStabilization(.off, by: ObjectIdentifier(connection)) }
         for output in outputs {
             output.attachment.attach(connections: connections.filter { $0.output === output }, pace: pace,
                                      preset: preset) { [weak self] in
