@@ -102,4 +102,23 @@ final class MotionProbe: VideoDataOutputSampleBufferDelegate {
         #expect(still.motion.meanMagnitude < 0.05)
         #expect(still.firstFrameSum != cropped.firstFrameSum)
     }
+
+    /// The device stabilizes with the strongest mode its connections ask for, and stops when the
+    /// asking connection goes away.
+    @Test func theDeviceFollowsItsConnectionsRequests() throws {
+        let registry = CaptureKit.makeRegistry(seed: 15)
+        let session = CaptureSession(pace: .virtual)
+        let device = try registry.device(uniqueID: "sim:back")
+        try session.addInput(CaptureDeviceInput(device: device))
+        let movie = MovieFileOutput(), data = VideoDataOutput()
+        try session.addOutput(movie)
+        try session.addOutput(data)
+        try #require(movie.connection(with: .video)).preferredVideoStabilizationMode = .standard
+        try #require(data.connection(with: .video)).preferredVideoStabilizationMode = .cinematic
+        #expect(try device.value(of: .videoStabilizationMode) == .menu("cinematic"))
+        session.removeOutput(data)
+        #expect(try device.value(of: .videoStabilizationMode) == .menu("standard"))
+        session.removeOutput(movie)
+        #expect(try device.value(of: .videoStabilizationMode) == .menu("off"))
+    }
 }
