@@ -46,6 +46,10 @@ final class SimulatedCamera: ControlReportingDevice {
         var rampRate = 0.0
         var monitoring = false
         var scene: SimulatedScene
+        /// `scene.shakeAmplitude`, pixels.
+        var shakeAmplitude = 0.0
+        /// What the session's connections ask for (`stabilization.mode`); the frame clamps it to its format.
+        var stabilization = VideoStabilizationMode.off
     }
 
     struct AFSweep {
@@ -90,6 +94,9 @@ final class SimulatedCamera: ControlReportingDevice {
         var values: [ControlID: ControlValue]
         var minISO, maxISO, minDuration, aeMaxDuration: Double
         var width: Int
+        var shakeAmplitude = 0.0
+        /// The stabilization in effect for this frame: the requested mode if the format has it, else off.
+        var stabilization = VideoStabilizationMode.off
     }
 
     init(profile: SimulatedDeviceProfile, capabilities: SimulatedCameraCapabilities, seed: UInt64, scenario: SimulatorScenario,
@@ -135,6 +142,11 @@ final class SimulatedCamera: ControlReportingDevice {
 
     func makeStream(_ configuration: StreamConfiguration) throws(CaptureError) -> any DriverStream {
         try scenario.requireAuthorization(.video)
+        return SimulatedVideoStream(camera: self, setup: try makeSetup(configuration))
+    }
+
+    /// Checks a stream configuration and builds what renders it (at start, and for a live format change).
+    func makeSetup(_ configuration: StreamConfiguration) throws(CaptureError) -> SimulatedStreamSetup {
         guard description.formats.contains(configuration.format) else {
             throw .formatNotSupported("\(configuration.format.formatDescription) on \(profile.uniqueID)")
         }
@@ -153,7 +165,7 @@ final class SimulatedCamera: ControlReportingDevice {
         let renderer = try SyntheticFrameRenderer(pixelFormat: pixelFormat == .mjpeg ? .yuv420 : pixelFormat, dimensions: size,
                                                   frameDuration: configuration.frameDuration,
                                                   seed: seed ^ SimulatorDriver.hash(profile.uniqueID))
-        return SimulatedVideoStream(camera: self, renderer: renderer, configuration: configuration,
+        return SimulatedStreamSetup(configuration: configuration, renderer: renderer,
                                     compressor: pixelFormat == .mjpeg ? compressor : nil)
     }
 
@@ -223,6 +235,10 @@ final class SimulatedCamera: ControlReportingDevice {
         real(.sceneSubjectDistance, 0.01, 1000, settings.scene.subjectDistance)
         real(.sceneLuminance, 0.0001, 1000, settings.scene.luminance)
         real(.sceneMaxTorchLevel, 0, 1, settings.scene.maxTorchLevel)
+        real(.sceneShakeAmplitude, 0, 64, 0)
+        let stabilizing = Set(formats.flatMap(\.supportedStabilizationModes))
+        menu(.videoStabilizationMode, VideoStabilizationMode.allCases.filter { $0 == .auto || stabilizing.contains($0) }.map(\.rawValue),
+             VideoStabilizationMode.off.rawValue)
         return list
     }
 
@@ -315,6 +331,10 @@ final class SimulatedCamera: ControlReportingDevice {
                 if s.settings.focusMode == .continuousAutoFocus { s.live.afRestart = true }
             case .sceneLuminance: s.settings.scene.luminance = number ?? 1; s.live.sceneChanged = true
             case .sceneMaxTorchLevel: s.settings.scene.maxTorchLevel = min(max(number ?? 1, 0), 1)
+            case .sceneShakeAmplitude: s.settings.shakeAmplitude = min(max(number ?? 0, 0), 64)
+            case .videoStabilizationMode:
+                guard let m = value.menuValue.flatMap(VideoStabilizationMode.init(rawValue:)) else { throw unsupported }
+                s.settings.stabilization = m
             default:
                 throw CaptureError.controlNotSupported(device: profile.uniqueID, control: control.description, detail: "not settable")
             }
@@ -379,6 +399,8 @@ final class SimulatedCamera: ControlReportingDevice {
         v[.sceneSubjectDistance] = .real(st.scene.subjectDistance)
         v[.sceneLuminance] = .real(st.scene.luminance)
         v[.sceneMaxTorchLevel] = .real(st.scene.maxTorchLevel)
+        v[.sceneShakeAmplitude] = .real(st.shakeAmplitude)
+        v[.videoStabilizationMode] = .menu(st.stabilization.rawValue)
         return v
     }
 
@@ -469,8 +491,18 @@ final class SimulatedCamera: ControlReportingDevice {
                                            focusRegion: region(s.settings.focusPOI, 0.35), grayWorld: true)
             return FramePlan(revision: s.revision, effects: effects, exposureSeconds: duration, metering: metering,
                              values: Self.values(s, c), minISO: minISO, maxISO: maxISO, minDuration: minDuration,
-                             aeMaxDuration: aeMaxDuration, width: width)
+                             aeMaxDuration: aeMaxDuration, width: width, shakeAmplitude: s.settings.shakeAmplitude,
+                             stabilization: Self.activeStabilization(s.settings.stabilization, format))
         }
+    }
+
+    /// The mode a frame gets (as `CaptureConnection.activeVideoStabilizationMode`): `auto` is the best
+    /// mode the format has; a mode the format lacks is off.
+    static func activeStabilization(_ requested: VideoStabilizationMode, _ format: DeviceFormat) -> VideoStabilizationMode {
+        if requested == .auto {
+            return [VideoStabilizationMode.cinematicExtended, .cinematic, .standard].first(where: format.isVideoStabilizationModeSupported) ?? .off
+        }
+        return format.isVideoStabilizationModeSupported(requested) ? requested : .off
     }
 
     /// Steps the controllers with what the frame showed, then reports the frame's values.

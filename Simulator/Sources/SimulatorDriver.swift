@@ -299,32 +299,78 @@ final class SimulatedMicrophone: DriverDevice {
     }
 }
 
-/// Frames from a simulated camera: each frame takes the camera's control state in effect when it
-/// starts, is rendered through it, and reports back. PTS advance by the frame duration, or by the
-/// exposure time when that is longer (plus the start time in real time).
-final class SimulatedVideoStream: DriverStream {
-    private let camera: SimulatedCamera
-    private let renderer: SyntheticFrameRenderer
-    private let configuration: StreamConfiguration
-    private let pool: PixelBufferPool
-    private let stopSignal = StopSignal()
-    private let state = Locked<(next: Int64, offset: MediaTime, previous: MediaTime?, anchor: MediaTime)>((0, .zero, nil, .zero))
-    private let format: FormatDescription
+/// What a simulated video stream renders with: rebuilt when the format changes while it runs.
+final class SimulatedStreamSetup: Sendable {
+    let configuration: StreamConfiguration
+    let renderer: SyntheticFrameRenderer
+    let pool: PixelBufferPool
+    let format: FormatDescription
     /// MJPEG: frames are rendered into `scratch` (I420) and compressed into the pool's buffers.
-    private let compression: (compressor: any FrameCompressor, scratch: PixelBuffer)?
-    private let faults = Locked<SimulatorScenario.VideoFaults?>(nil)
+    let compression: (compressor: any FrameCompressor, scratch: PixelBuffer)?
 
-    init(camera: SimulatedCamera, renderer: SyntheticFrameRenderer, configuration: StreamConfiguration,
-         compressor: (any FrameCompressor)? = nil) {
-        self.camera = camera
-        self.renderer = renderer
+    init(configuration: StreamConfiguration, renderer: SyntheticFrameRenderer, compressor: (any FrameCompressor)?) {
         self.configuration = configuration
+        self.renderer = renderer
         let delivered = compressor == nil ? renderer.pixelFormat : PixelFormat.mjpeg
         // Bounded like a V4L2 buffer queue: consumers that hold frames starve it (frames then drop).
         pool = PixelBufferPool(format: delivered, width: renderer.width, height: renderer.height,
                                maximumBufferCount: SimulatedVideoStream.bufferCount)
         format = .video(pixelFormat: delivered, dimensions: Dimensions(width: renderer.width, height: renderer.height))
         compression = compressor.map { ($0, PixelBuffer(format: renderer.pixelFormat, width: renderer.width, height: renderer.height)) }
+    }
+
+    /// The same pixels at another frame duration.
+    func with(frameDuration: MediaTime) -> SimulatedStreamSetup {
+        var configuration = self.configuration
+        configuration.frameDuration = frameDuration
+        return SimulatedStreamSetup(configuration: configuration, reusing: self)
+    }
+
+    private init(configuration: StreamConfiguration, reusing other: SimulatedStreamSetup) {
+        self.configuration = configuration
+        renderer = other.renderer
+        pool = other.pool
+        format = other.format
+        compression = other.compression
+    }
+}
+
+/// Frames from a simulated camera: each frame takes the camera's control state in effect when it
+/// starts, is rendered through it, and reports back. PTS advance by the frame duration, or by the
+/// exposure time when that is longer (plus the start time in real time).
+///
+/// Live reconfiguration: a new format or frame duration (`reconfigure`) takes effect at the next
+/// frame boundary: the next frame starts where the previous one ended, is rendered in the new format
+/// (a new buffer pool; buffers of the old one still held by consumers stay valid) and lasts the new
+/// duration; frame indices (the stamps) continue.
+final class SimulatedVideoStream: ReconfigurableStream {
+    private let camera: SimulatedCamera
+    private let stopSignal = StopSignal()
+    private let state = Locked<(next: Int64, offset: MediaTime, previous: MediaTime?, anchor: MediaTime)>((0, .zero, nil, .zero))
+    private let setup: Locked<SimulatedStreamSetup>
+    private let pending = Locked<(setup: SimulatedStreamSetup, applied: [@Sendable (MediaTime) -> Void])?>(nil)
+    private let faults = Locked<SimulatorScenario.VideoFaults?>(nil)
+
+    init(camera: SimulatedCamera, setup: SimulatedStreamSetup) {
+        self.camera = camera
+        self.setup = Locked(setup)
+    }
+
+    func reconfigure(_ change: StreamReconfiguration) throws(CaptureError) {
+        let current = pending.withLock { $0?.setup } ?? setup.withLock { $0 }
+        let next: SimulatedStreamSetup
+        if change.format == current.configuration.format {
+            guard change.format.supports(frameDuration: change.frameDuration) else {
+                throw .formatNotSupported("frame duration \(change.frameDuration) on \(change.format.formatDescription)")
+            }
+            next = current.with(frameDuration: change.frameDuration)
+        } else {
+            var configuration = current.configuration
+            configuration.format = change.format
+            configuration.frameDuration = change.frameDuration
+            next = try camera.makeSetup(configuration)
+        }
+        pending.withLock { p in p = (next, (p?.applied ?? []) + [change.applied]) }
     }
 
     /// Real time: PTS on the host clock from `hostTime`; virtual time: from the session's virtual now.
@@ -347,10 +393,19 @@ final class SimulatedVideoStream: DriverStream {
     func nextSample() throws(CaptureError) -> SampleBuffer? {
         var lost = 0
         var scriptedLoss = false
+        var applied: [@Sendable (MediaTime) -> Void] = []
         while true {
             if stopSignal.isStopped { return nil }
             guard camera.scenario.isConnected(camera.profile.uniqueID) else { throw .deviceDisconnected(camera.profile.uniqueID) }
             let (index, offset, previous, anchor) = state.withLock { ($0.next, $0.offset, $0.previous, $0.anchor) }
+            // A frame boundary: a pending reconfiguration applies from this frame on (its handlers
+            // fire with the first frame delivered, past any lost ones).
+            if let change = pending.withLock({ p in defer { p = nil }; return p }) {
+                setup.withLock { $0 = change.setup }
+                applied += change.applied
+            }
+            let setup = self.setup.withLock { $0 }
+            let configuration = setup.configuration, renderer = setup.renderer, compression = setup.compression
             let plan = camera.beginFrame(format: configuration.format, frameDuration: configuration.frameDuration,
                                          width: renderer.width, height: renderer.height)
             let step = plan.exposureSeconds > configuration.frameDuration.seconds
@@ -372,18 +427,22 @@ final class SimulatedVideoStream: DriverStream {
                 scriptedLoss = true
                 continue
             }
-            guard let buffer = try acquireBuffer() else {
+            guard let buffer = try acquireBuffer(setup) else {
                 if stopSignal.isStopped { return nil }
                 // Real time: every buffer is held by a consumer, so this frame is lost, as on a device.
                 lost += 1
                 continue
             }
+            let motion = plan.shakeAmplitude > 0 || plan.stabilization != .off
+                ? CameraShake.motion(seed: camera.seed ^ SimulatorDriver.hash(camera.profile.uniqueID), frame: index,
+                                     amplitude: plan.shakeAmplitude, mode: plan.stabilization) : nil
             let measurements = renderer.render(frame: index, effects: plan.effects,
                                                syncFlash: SyntheticFrameRenderer.showsSyncFlash(offset: offset, previous: previous),
-                                               metering: plan.metering, into: compression?.scratch ?? buffer)
+                                               metering: plan.metering, motion: motion, into: compression?.scratch ?? buffer)
             if let compression { try compression.compressor.compress(compression.scratch, into: buffer) }
             camera.endFrame(plan, measurements: measurements, presentationTime: pts)
-            return SampleBuffer(payload: .pixels(buffer), formatDescription: format,
+            for handler in applied { handler(pts) }
+            return SampleBuffer(payload: .pixels(buffer), formatDescription: setup.format,
                                 presentationTime: pts, duration: step, sequenceNumber: index,
                                 discontinuity: lost > 0 ? Discontinuity(count: lost, reason: scriptedLoss ? .discontinuity : .outOfBuffers) : nil)
         }
@@ -394,8 +453,9 @@ final class SimulatedVideoStream: DriverStream {
     /// depends on how fast consumers are; nil only when stopped. A consumer that keeps every
     /// buffer for `scenario.bufferStarvationTimeout` of wall time is reported as a deadlock
     /// (`buffersNotReturned`: the session posts it as a runtime error and stops).
-    private func acquireBuffer() throws(CaptureError) -> PixelBuffer? {
-        guard configuration.pace == .virtual else { return pool.makeBuffer() }
+    private func acquireBuffer(_ setup: SimulatedStreamSetup) throws(CaptureError) -> PixelBuffer? {
+        let pool = setup.pool
+        guard setup.configuration.pace == .virtual else { return pool.makeBuffer() }
         let timeout = camera.scenario.bufferStarvationTimeout
         switch pool.waitForBuffer(timeout: timeout, isCancelled: { stopSignal.isStopped }) {
         case .buffer(let buffer): return buffer
@@ -408,7 +468,7 @@ final class SimulatedVideoStream: DriverStream {
 
     func stop() {
         stopSignal.stop()
-        pool.wakeWaiters()
+        setup.withLock { $0 }.pool.wakeWaiters()
     }
 }
 

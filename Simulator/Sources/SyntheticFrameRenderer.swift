@@ -86,6 +86,8 @@ public final class SyntheticFrameRenderer: Sendable {
     /// The textured (checkerboard) band.
     public let texturedBand: PixelRect
     private let cache = Locked<BackgroundCache?>(nil)
+    /// The copy a shaken or stabilized frame is moved from (made on first use).
+    private let motionScratch = Locked<PixelBuffer?>(nil)
 
     struct YCbCr: Sendable, Hashable { var y: UInt8, cb: UInt8, cr: UInt8 }
     struct LinearColor: Sendable { var r: Double, g: Double, b: Double }
@@ -224,18 +226,27 @@ public final class SyntheticFrameRenderer: Sendable {
 
     /// Paints frame `index` as seen through `effects`, measures it for the auto controllers, then
     /// draws the markers.
+    /// `motion` (camera shake and stabilization, `CameraShake`) moves the picture after the camera
+    /// effects and before the statistics and markers; nil or identity leaves it where it is.
     public func render(frame index: Int64, effects: CameraEffects, syncFlash: Bool, metering: MeteringRequest?,
-                       into buffer: PixelBuffer) -> FrameMeasurements {
+                       motion: FrameMotion? = nil, into buffer: PixelBuffer) -> FrameMeasurements {
         precondition(buffer.format == pixelFormat && buffer.width == width && buffer.height == height,
                      "buffer does not match the renderer's format")
         drawBackground(effects, into: buffer)
         let boxColor = Self.encode(scale(palette[boxColorIndex], effects), fullRange: effects.fullRange)
         let span = width - boxSize
-        let x = Int((Int64(boxX0) + index * Int64(boxSpeed)) % Int64(span)) & ~1
+        let sceneFrame = motion?.sceneFrame ?? index
+        let x = Int((Int64(boxX0) + sceneFrame * Int64(boxSpeed)) % Int64(span)) & ~1
         let box = transform(SceneRect(x0: x, y0: boxY, x1: x + boxSize, y1: boxY + boxSize, color: boxColorIndex), zoom: effects.zoom)
         fill(buffer, rows: box.y0..<box.y1, columns: box.x0..<box.x1, color: boxColor)
         if effects.blurRadius > 0 { CameraImaging.blur(buffer, radius: effects.blurRadius) }
         if effects.noiseSigma >= 0.25 { CameraImaging.addNoise(buffer, sigma: effects.noiseSigma, seed: seed, frame: index) }
+        if let motion, !motion.isIdentity {
+            motionScratch.withLock { scratch in
+                if scratch == nil { scratch = PixelBuffer(format: pixelFormat, width: width, height: height) }
+                if let scratch { CameraShake.apply(motion, to: buffer, scratch: scratch) }
+            }
+        }
         var measurements = FrameMeasurements()
         if let metering { measurements = CameraImaging.measure(buffer, metering, fullRange: effects.fullRange) }
         // The markers: neutral stamp band, stamp, flash — after every camera effect.

@@ -101,7 +101,11 @@ public final class CaptureConnection: Sendable {
     /// What the app asks for (default off).
     public var preferredVideoStabilizationMode: VideoStabilizationMode {
         get { settings.withLock { $0.preferredStabilization } }
-        set { settings.withLock { $0.preferredStabilization = newValue } }
+        set {
+            settings.withLock { $0.preferredStabilization = newValue }
+            // The stream is the device's: it stabilizes the pixels (`stabilization.mode`).
+            if mediaType == .video { input.device.requestStabilization(newValue, by: ObjectIdentifier(self)) }
+        }
     }
 
     /// What is in effect: never `auto`; `auto` picks the best mode the format has (cinematic, then

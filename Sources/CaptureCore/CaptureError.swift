@@ -78,6 +78,12 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
     case audioRouteUnavailable(String)
     /// An audio playback device failed for good (unplugged, refused its format, write error).
     case audioPlaybackFailed(device: String, reason: String)
+    /// A movie recording ended because its camera's format (size or pixel format) changed while it
+    /// ran (AVErrorSessionConfigurationChanged); the file is finished and plays up to the last frame
+    /// of the old format.
+    case sessionConfigurationChanged(device: String, from: String, to: String)
+    /// `VideoRecorder.cancel()` ended the recording; its file was removed.
+    case recordingCancelled
 
     /// A failed write on `path` as the typed error for its errno: ENOSPC and EDQUOT are `diskFull`,
     /// everything else `writeFailed`.
@@ -97,8 +103,10 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
 
     /// True when the error still leaves a complete, playable file (a limit was reached).
     public var recordingFinishedSuccessfully: Bool {
-        if case .recordingLimitReached = self { return true }
-        return false
+        switch self {
+        case .recordingLimitReached, .sessionConfigurationChanged: return true
+        default: return false
+        }
     }
 
     public var description: String {
@@ -188,6 +196,10 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
             return "audio route unavailable: \(what); pick one of AudioSession.availableInputs (and its dataSources)"
         case .audioPlaybackFailed(let device, let reason):
             return "audio playback on '\(device)' failed: \(reason)"
+        case .sessionConfigurationChanged(let device, let from, let to):
+            return "the recording stopped because '\(device)' changed format while recording (\(from) → \(to)); the file is complete up to the last \(from) frame; start a new recording to record the new format"
+        case .recordingCancelled:
+            return "the recording was cancelled and its file removed; record again to keep a movie"
         }
     }
 }

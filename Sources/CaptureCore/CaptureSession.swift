@@ -63,6 +63,8 @@ public final class CaptureSession: Sendable {
         let input: CaptureDeviceInput
         let stream: any DriverStream
         let stopSignal = StopSignal()
+        /// The device's registration of this stream for live reconfiguration (`addLiveStream`).
+        let liveToken = Locked<Int?>(nil)
         init(input: CaptureDeviceInput, stream: any DriverStream) {
             self.input = input
             self.stream = stream
@@ -201,6 +203,7 @@ public final class CaptureSession: Sendable {
     private func applyChanges(startingStreams: Bool = true) {
         let preset = sessionPreset
         attachments.lock()
+        var gone: [CaptureConnection] = []
         let (outputs, connections, running) = state.withLock { s -> ([any CaptureOutput], [CaptureConnection], Bool) in
             var connections: [CaptureConnection] = []
             for output in s.outputs {
@@ -210,9 +213,12 @@ public final class CaptureSession: Sendable {
                                        ?? CaptureConnection(input: input, output: output))
                 }
             }
+            gone = s.connections.filter { old in old.mediaType == .video && !connections.contains { $0 === old } }
             s.connections = connections
             return (s.outputs, connections, s.wantsRunning && s.interruption == nil)
         }
+        // A connection that went away no longer asks its device to stabilize.
+        for connection in gone { connection.input.device.requestStabilization(.off, by: ObjectIdentifier(connection)) }
         for output in outputs {
             output.attachment.attach(connections: connections.filter { $0.output === output }, pace: pace,
                                      preset: preset) { [weak self] in
@@ -466,6 +472,13 @@ public final class CaptureSession: Sendable {
                 let stream = try device.driverDevice().makeStream(configuration)
                 try stream.start(at: anchor)
                 let entry = StreamEntry(input: input, stream: stream)
+                // Live reconfiguration: a format or frame-duration change made while this stream runs
+                // reaches it at its next frame boundary. Streams that cannot switch live keep their
+                // configuration until the next start.
+                if let live = stream as? any ReconfigurableStream {
+                    let token = device.addLiveStream { change throws(CaptureError) in try live.reconfigure(change) }
+                    entry.liveToken.withLock { $0 = token }
+                }
                 state.withLock { $0.streams.append(entry) }
                 pump.streamStarted(entry, pumpContext)
             } catch {
@@ -476,6 +489,7 @@ public final class CaptureSession: Sendable {
     }
 
     private func stop(_ entry: StreamEntry) {
+        if let token = entry.liveToken.withLock({ t in defer { t = nil }; return t }) { entry.input.device.removeLiveStream(token) }
         entry.stopSignal.stop()
         entry.stream.stop()
         state.withLock { s in s.streams.removeAll { $0 === entry } }

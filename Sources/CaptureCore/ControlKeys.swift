@@ -17,7 +17,7 @@ extension CaptureDevice {
     public static let controlKeys = [
         "focus.mode", "focus.lensPosition", "exposure.mode", "exposure.duration", "exposure.iso", "exposure.bias",
         "whiteBalance.mode", "whiteBalance.temperature", "torch.mode", "torch.level", "zoom.factor",
-        "scene.illuminant", "scene.subjectDistance", "scene.luminance", "scene.maxTorchLevel",
+        "scene.illuminant", "scene.subjectDistance", "scene.luminance", "scene.maxTorchLevel", "scene.shakeAmplitude",
     ]
 
     private static func n(_ v: Double) -> String { String(format: "%g", v) }
@@ -56,7 +56,7 @@ extension CaptureDevice {
             status("torch.level", hasTorch, "greater than 0, at most \(Self.n(maxAvailableTorchLevel)) now (1 when cool)", Self.n(torchLevel)),
             status("zoom.factor", controlDescription(.zoomFactor) != nil, "1…\(Self.n(format.videoMaxZoomFactor))", Self.n(videoZoomFactor)),
         ]
-        for key in ["scene.illuminant", "scene.subjectDistance", "scene.luminance", "scene.maxTorchLevel"] {
+        for key in ["scene.illuminant", "scene.subjectDistance", "scene.luminance", "scene.maxTorchLevel", "scene.shakeAmplitude"] {
             let id = ControlID.custom(key)
             if case .real(let lo, let hi)? = controlDescription(id)?.kind {
                 list.append(status(key, true, "\(Self.n(lo))…\(Self.n(hi))", (try? value(of: id).doubleValue).map { Self.n($0) }, lock: false))
@@ -95,7 +95,7 @@ extension CaptureDevice {
         case "torch.mode": try setTorchMode(try mode(TorchMode.self))
         case "torch.level": try setTorchModeOn(level: try number())
         case "zoom.factor": try setVideoZoomFactor(try number())
-        case "scene.illuminant", "scene.subjectDistance", "scene.luminance", "scene.maxTorchLevel":
+        case "scene.illuminant", "scene.subjectDistance", "scene.luminance", "scene.maxTorchLevel", "scene.shakeAmplitude":
             try setValue(.real(try number()), for: .custom(key))
         default:
             throw .unknownControl(key: key, known: Self.controlKeys.joined(separator: ", "))

@@ -134,6 +134,18 @@ extension ControlID {
     /// The simulated thermal state: the highest torch level available now.
     public static let sceneMaxTorchLevel = ControlID.custom("scene.maxTorchLevel")
 
+    /// Observation only (`CaptureDevice.observe`): the stream's format, as `420v 1280x720`, and its
+    /// frame duration in seconds, each with the PTS of the first frame delivered with it after a
+    /// change made while the device streams (live reconfiguration).
+    public static let activeFormat = ControlID.custom("stream.format")
+    public static let activeFrameDuration = ControlID.custom("stream.frameDuration")
+
+    /// The simulated hand shake: amplitude in pixels (0 = a steady camera; see `CameraShake`).
+    public static let sceneShakeAmplitude = ControlID.custom("scene.shakeAmplitude")
+    /// The stabilization a device applies to its stream (menu of `VideoStabilizationMode` raw
+    /// values). Set by the session from its connections' active modes, not by apps.
+    public static let videoStabilizationMode = ControlID.custom("stabilization.mode")
+
     /// Scene parameters describe the world, not the device, so they need no configuration lock.
     public var isSceneParameter: Bool { description.hasPrefix("scene.") }
 }

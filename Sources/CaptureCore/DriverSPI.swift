@@ -248,3 +248,29 @@ public protocol DriverStream: AnyObject, Sendable {
     /// Unblocks `nextSample` and stops delivery; safe to call from any thread, more than once.
     func stop()
 }
+
+/// A change of a running stream's format or frame duration (`CaptureDevice` sends it when an app
+/// changes `activeFormat` or the active frame durations, or a session preset re-picks the format,
+/// while the device streams).
+public struct StreamReconfiguration: Sendable {
+    public var format: DeviceFormat
+    public var frameDuration: MediaTime
+    /// Called once, with the PTS of the first frame delivered with the change.
+    public var applied: @Sendable (MediaTime) -> Void
+
+    public init(format: DeviceFormat, frameDuration: MediaTime, applied: @escaping @Sendable (MediaTime) -> Void) {
+        self.format = format
+        self.frameDuration = frameDuration
+        self.applied = applied
+    }
+}
+
+/// A stream that takes a new format or frame duration while it runs, from its next frame boundary
+/// (AVFoundation's live reconfiguration). Streams that do not adopt it are restarted by the session
+/// with the new configuration (a gap in the samples, reported as a discontinuity by their backend).
+public protocol ReconfigurableStream: DriverStream {
+    /// Checks the change now (throws for a format or duration the stream cannot take) and applies it
+    /// at the next frame boundary; a later call before that boundary replaces an earlier one (both
+    /// `applied` handlers then fire with the same PTS).
+    func reconfigure(_ change: StreamReconfiguration) throws(CaptureError)
+}

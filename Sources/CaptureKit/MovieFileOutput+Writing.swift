@@ -17,6 +17,9 @@ extension MovieFileOutput {
         /// Video frames are copied (`appendCompressedVideo`), not encoded.
         let passthrough: Bool
         let videoCodec: String?
+        /// The format of the file's video (its first frame's): a frame of another size or pixel
+        /// format (a live format change) ends the recording (`sessionConfigurationChanged`).
+        var videoFormat: FormatDescription?
         var invalidFrames = 0
         var invalidFrameProblem: String?
         /// With video, the newest audio that arrived while paused (the timeline says which to
@@ -231,7 +234,8 @@ extension MovieFileOutput {
                                          videoTick: hasVideo ? TrackTimeBase.fine(for: frameDuration) : nil,
                                          audioRate: audioSettings != nil ? rate : nil)
         return Active(request: request, writer: writer, timeline: timeline,
-                      passthrough: passthroughSettings != nil, videoCodec: videoCodec)
+                      passthrough: passthroughSettings != nil, videoCodec: videoCodec,
+                      videoFormat: hasVideo ? sample.formatDescription : nil)
     }
 
     /// Writes one sample where the timeline puts it; returns `.stop` when a limit is reached or
@@ -249,6 +253,14 @@ extension MovieFileOutput {
         do throws(CaptureError) {
             switch sample.payload {
             case .pixels(let buffer):
+                if let recorded = active.videoFormat, sample.formatDescription != recorded {
+                    // AVFoundation: a format change of a running device ends the movie with
+                    // AVErrorSessionConfigurationChanged, the file finished and playable. A
+                    // frame-rate change keeps the format and continues the file.
+                    let device = active.request.connections.first { $0.mediaType == .video }?.input.device.uniqueID ?? "the camera"
+                    return .stop(.sessionConfigurationChanged(device: device, from: "\(recorded)", to: "\(sample.formatDescription)"),
+                                 reason: "configurationChanged")
+                }
                 if gate == .resume {
                     // The held audio straddling this frame's PTS gives the file its samples from that PTS on.
                     let held = active.pausedAudio

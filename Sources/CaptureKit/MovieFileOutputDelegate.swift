@@ -29,7 +29,8 @@ public struct RecordingSummary: Sendable, Codable, Equatable {
     public var startTime: Double?
     /// Why it ended: requested, sessionStopped, maximumDuration, maximumFileSize, diskFull (the
     /// `minFreeDiskSpaceLimit`, or the disk really filled up: then the error is `.diskFull`),
-    /// writeFailed, error.
+    /// writeFailed, configurationChanged (the camera's size or pixel format changed while recording:
+    /// the error is `.sessionConfigurationChanged`, the file complete), error.
     public var stopReason: String = "requested"
     /// True when the file was finalized and plays (always, unless nothing could be written).
     public var fileIsUsable: Bool = false

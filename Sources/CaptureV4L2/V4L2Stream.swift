@@ -13,10 +13,10 @@ import Foundation
 ///
 /// Concurrency rule (why `@unchecked Sendable`): every mutable field is touched only while
 /// holding `lock`; `stop()` may run on any thread and wakes a blocked poll through a pipe.
-final class V4L2Stream: DriverStream, @unchecked Sendable {
+final class V4L2Stream: ReconfigurableStream, @unchecked Sendable {
     private let device: V4L2Device
-    private let pixelFormat: PixelFormat
-    private let size: Dimensions
+    private var pixelFormat: PixelFormat
+    private var size: Dimensions
     private var frameDuration: MediaTime
     private let lock = NSLock()
     private let wakePipe: V4L2WakePipe?
@@ -31,6 +31,15 @@ final class V4L2Stream: DriverStream, @unchecked Sendable {
     /// carries them as its `discontinuity`, so outputs' `didDrop` hears of them.
     private var pendingLoss: Discontinuity?
     private var pool: PixelBufferPool?
+    /// Live reconfiguration: the change asked for (applied by the stream thread at its next
+    /// dequeue), the handlers waiting for the first frame with it, and where a restart's gap began.
+    private var pending: (pixelFormat: PixelFormat, size: Dimensions, duration: MediaTime, applied: [@Sendable (MediaTime) -> Void])?
+    private var waitingForFirstFrame: [@Sendable (MediaTime) -> Void] = []
+    private var restartedAfter: MediaTime?
+    private var lastPTS: MediaTime?
+    /// Sample sequence numbers continue across a restart (the driver's restart at 0).
+    private var sequenceOffset: Int64 = 0
+    private var lastSequenceNumber: Int64 = -1
 
     static let bufferCount: UInt32 = 8
 
@@ -136,6 +145,12 @@ final class V4L2Stream: DriverStream, @unchecked Sendable {
     func nextSample() throws(CaptureError) -> SampleBuffer? {
         while true {
             if stoppedFlag() { return nil }
+            lock.lock()
+            do throws(CaptureError) { try applyPendingLocked() } catch {
+                lock.unlock()
+                throw error
+            }
+            lock.unlock()
             switch system.poll(fd, wake: wakePipe, timeoutMilliseconds: 250) {
             case .woken: return nil
             case .timedOut: continue
@@ -149,14 +164,63 @@ final class V4L2Stream: DriverStream, @unchecked Sendable {
             }
             lock.unlock()
             switch outcome {
-            case .sample(let s): return s
+            case .sample(let s, let applied):
+                for handler in applied { handler(s.presentationTime) }
+                return s
             case .stopped: return nil
             case .again: continue
             }
         }
     }
 
-    private enum Outcome { case sample(SampleBuffer), stopped, again }
+    private enum Outcome { case sample(SampleBuffer, applied: [@Sendable (MediaTime) -> Void]), stopped, again }
+
+    /// Takes a format or frame-duration change from its next frame (see `applyPendingLocked`).
+    func reconfigure(_ change: StreamReconfiguration) throws(CaptureError) {
+        guard let format = change.format.pixelFormat, let dimensions = change.format.dimensions else {
+            throw .formatNotSupported("a V4L2 capture stream needs a video format, not \(change.format.formatDescription)")
+        }
+        lock.lock(); defer { lock.unlock() }
+        guard !isStopped else { throw .invalidState("the V4L2 stream of \(id) has stopped") }
+        pending = (format, dimensions, change.frameDuration, (pending?.applied ?? []) + [change.applied])
+    }
+
+    /// On the stream thread, between two dequeues: a rate change goes through VIDIOC_S_PARM while
+    /// streaming where the driver takes it; anything else (a size or pixel format, or a driver that
+    /// refuses S_PARM while streaming) restarts the queue in place — STREAMOFF → unmap →
+    /// REQBUFS(0) → S_FMT/S_PARM → REQBUFS → mmap/QBUF → STREAMON — and the first frame after it
+    /// reports the frames the gap lost as a discontinuity.
+    private func applyPendingLocked() throws(CaptureError) {
+        guard let change = pending, isStreaming, !isStopped else { return }
+        pending = nil
+        if change.pixelFormat == pixelFormat, change.size == size {
+            if change.duration == frameDuration {
+                waitingForFirstFrame += change.applied
+                return
+            }
+            var asked = V4L2StreamParameters(canSetTimePerFrame: true, timePerFrame: V4L2Formats.fraction(change.duration))
+            if (try? system.setParameters(fd, type: .videoCapture, &asked)) != nil,
+               let granted = V4L2Formats.duration(asked.timePerFrame), granted == change.duration {
+                frameDuration = granted
+                waitingForFirstFrame += change.applied
+                return
+            }
+        }
+        try? system.streamOff(fd, type: .videoCapture)
+        isStreaming = false
+        for b in buffers { system.unmap(b) }
+        buffers.removeAll()
+        _ = try? system.requestBuffers(fd, type: .videoCapture, count: 0)
+        pixelFormat = change.pixelFormat
+        size = change.size
+        frameDuration = change.duration
+        try configure()
+        try allocateAndStream()
+        lastSequence = nil
+        restartedAfter = lastPTS
+        sequenceOffset = lastSequenceNumber + 1
+        waitingForFirstFrame += change.applied
+    }
 
     private func stoppedFlag() -> Bool { lock.lock(); defer { lock.unlock() }; return isStopped }
 
@@ -188,11 +252,25 @@ final class V4L2Stream: DriverStream, @unchecked Sendable {
             device.events.post(.samplesDropped(deviceID: id, reason: .corruptData, count: 1, presentationTime: pts))
             return .again
         }
+        if let before = restartedAfter {
+            // The frames a restart lost: the gap in frame periods, less the one it would have taken anyway.
+            let missed = Int(((pts - before).seconds / frameDuration.seconds).rounded()) - 1
+            if missed > 0 {
+                sequenceOffset += Int64(missed)
+                noteLoss(missed, .discontinuity)
+                device.events.post(.samplesDropped(deviceID: id, reason: .discontinuity, count: missed, presentationTime: pts))
+            }
+            restartedAfter = nil
+        }
+        lastPTS = pts
+        lastSequenceNumber = sequenceOffset + Int64(b.sequence)
+        let applied = waitingForFirstFrame
+        waitingForFirstFrame = []
         defer { pendingLoss = nil }
         return .sample(SampleBuffer(payload: .pixels(pixels),
                                     formatDescription: .video(pixelFormat: pixels.format, dimensions: size),
-                                    presentationTime: pts, duration: frameDuration, sequenceNumber: Int64(b.sequence),
-                                    discontinuity: pendingLoss))
+                                    presentationTime: pts, duration: frameDuration, sequenceNumber: lastSequenceNumber,
+                                    discontinuity: pendingLoss), applied: applied)
     }
 
     /// Adds lost frames to what the next sample reports.

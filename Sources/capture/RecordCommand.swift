@@ -79,6 +79,9 @@ struct RecordCommand: AsyncParsableCommand {
     @Option(help: "WxH@FPS[:FOURCC]: the camera format and a constant frame rate, e.g. 1280x720@60:420f.")
     var format: String?
 
+    @Option(name: .customLong("control-at"), help: "SECONDS:KEY=VALUE, repeatable: a change applied while recording, at that many seconds of media from the first frame. KEY is a control (as --control), format (WxH@FPS[:FOURCC]) or frameRate (FPS); the camera switches at the next frame boundary. A frame-rate change continues the file; a size or pixel-format change ends it (stop reason configurationChanged, the file complete).")
+    var controlAt: [String] = []
+
     @Flag(help: "Print the summary as JSON.")
     var json = false
 
@@ -103,6 +106,8 @@ struct RecordCommand: AsyncParsableCommand {
         /// CPU time (user + system) this process used, in seconds.
         var cpuSeconds: Double
         var stabilization: String?
+        /// `--control-at` changes as made: requested time, PTS of the first frame with the change.
+        var controlTimeline: [ControlTimeline.Applied]?
         var recording: RecordingSummary
         /// Real-time pace: the most frames/buffers that ever waited for the encoder.
         var encoderQueueHighWater: Int
@@ -216,8 +221,14 @@ struct RecordCommand: AsyncParsableCommand {
         let started = Date()
         var summary: RecordingSummary
         var activeStabilization: VideoStabilizationMode?
+        var timeline: ControlTimeline?
+        if !controlAt.isEmpty {
+            guard let cameraDevice else { throw CommandFailure(.invalidArgument("--control-at needs --camera")) }
+            do { timeline = try ControlTimeline(device: cameraDevice, entries: controlAt) } catch { throw CommandFailure(error) }
+        }
         do {
             try session.addOutput(movie)
+            if let timeline { try session.addOutput(timeline) }
             if let video = movie.attachment.connections.first(where: { $0.mediaType == .video }) {
                 try video.setVideoRotationAngle(rotation)
                 try video.setVideoMirrored(mirror)
@@ -258,7 +269,7 @@ struct RecordCommand: AsyncParsableCommand {
             video: summary.videoCodec.map { $0 + (summary.videoPassthrough ? " (copied from camera)" : " (encoded)") },
             preset: chosenPreset.rawValue, encodingPolicy: policy,
             peakRSSMegabytes: Self.peakRSSMegabytes(), cpuSeconds: Self.cpuSeconds(), stabilization: activeStabilization?.rawValue,
-            recording: summary, encoderQueueHighWater: movie.encoderQueueDepth.highWater, wallSeconds: wall,
+            controlTimeline: timeline?.applied, recording: summary, encoderQueueHighWater: movie.encoderQueueDepth.highWater, wallSeconds: wall,
             speed: wall > 0 ? summary.duration / wall : 0, file: info)
         if json {
             print(encodeJSON(result))
@@ -299,6 +310,10 @@ struct RecordCommand: AsyncParsableCommand {
             print("  real-time encoding policy: \(p.preset) (needs \(String(format: "%.0f", p.requiredFPS)) fps × 1.5; calibrated \(tried.joined(separator: ", ")))")
         }
         if let c = s.camera { print("  camera      \(c): \(s.cameraFormat ?? "")") }
+        for change in s.controlTimeline ?? [] {
+            let at = change.mediaTime.map { String(format: "first frame at %.6f s", $0) } ?? "applied"
+            print("  at \(change.time) s: \(change.change): " + (change.error.map { "failed: \($0)" } ?? at))
+        }
         if let v = s.video { print("  video: \(v)") }
         if s.recording.invalidFramesSkipped > 0 {
             print("  \(s.recording.invalidFramesSkipped) damaged camera frames left out (first: \(s.recording.invalidFrameProblem ?? "?"))")

@@ -318,6 +318,12 @@ final class FakeCamera: V4L2System, @unchecked Sendable {
         parameters = try enter(.setParameters, fd, "\(asked.numerator)/\(asked.denominator)") { s throws(V4L2Errno) in
             _ = try node(s, fd)
             s.interval = asked
+            // A live camera takes a new interval while streaming from the end of its last frame on.
+            if let live = s.live, s.streaming, asked.numerator > 0, asked.denominator > 0 {
+                let period = Int64(asked.numerator) * 1_000_000_000 / Int64(asked.denominator)
+                let lastEnd = live.startNs + Int64(live.next) * live.periodNs
+                s.live = (period, lastEnd - Int64(live.next) * period, live.next)
+            }
             return V4L2StreamParameters(canSetTimePerFrame: true, timePerFrame: s.interval)
         }
     }
@@ -364,7 +370,10 @@ final class FakeCamera: V4L2System, @unchecked Sendable {
         try enter(.streamOn, fd) { s throws(V4L2Errno) in
             _ = try node(s, fd)
             s.streaming = true
-            if let live = s.live { s.live = (live.periodNs, FakeCamera.monotonicNanoseconds(), 0) }
+            if let live = s.live {
+                let period = s.interval.denominator > 0 ? Int64(s.interval.numerator) * 1_000_000_000 / Int64(s.interval.denominator) : live.periodNs
+                s.live = (period, FakeCamera.monotonicNanoseconds(), 0)
+            }
         }
     }
 
