@@ -46,6 +46,7 @@ final class SimulatedCamera: ControlReportingDevice {
         var rampRate = 0.0
         var monitoring = false
         var scene: SimulatedScene
+        var items = SceneItemSettings()
     }
 
     struct AFSweep {
@@ -90,6 +91,7 @@ final class SimulatedCamera: ControlReportingDevice {
         var values: [ControlID: ControlValue]
         var minISO, maxISO, minDuration, aeMaxDuration: Double
         var width: Int
+        var items: SceneItemSettings
     }
 
     init(profile: SimulatedDeviceProfile, capabilities: SimulatedCameraCapabilities, seed: UInt64, scenario: SimulatorScenario,
@@ -223,6 +225,18 @@ final class SimulatedCamera: ControlReportingDevice {
         real(.sceneSubjectDistance, 0.01, 1000, settings.scene.subjectDistance)
         real(.sceneLuminance, 0.0001, 1000, settings.scene.luminance)
         real(.sceneMaxTorchLevel, 0, 1, settings.scene.maxTorchLevel)
+        list.append(ControlDescription(id: .sceneQRCode, kind: .text, defaultValue: .text("")))
+        flag(.sceneFace, false)
+        for key in ControlID.sceneItemNumberKeys {
+            let defaults = key.hasPrefix("scene.qrCode") ? settings.items.qr : settings.items.facePlacement
+            switch key.split(separator: ".").last! {
+            case "x": real(.custom(key), -1, 2, defaults.x)
+            case "y": real(.custom(key), -1, 2, defaults.y)
+            case "size": real(.custom(key), 0.01, 2, defaults.size)
+            case "rotation": real(.custom(key), -360, 360, defaults.rotation)
+            default: real(.custom(key), -10, 10, defaults.motion)
+            }
+        }
         return list
     }
 
@@ -315,6 +329,23 @@ final class SimulatedCamera: ControlReportingDevice {
                 if s.settings.focusMode == .continuousAutoFocus { s.live.afRestart = true }
             case .sceneLuminance: s.settings.scene.luminance = number ?? 1; s.live.sceneChanged = true
             case .sceneMaxTorchLevel: s.settings.scene.maxTorchLevel = min(max(number ?? 1, 0), 1)
+            case .sceneQRCode:
+                guard case .text(let text) = value else { throw unsupported }
+                s.settings.items.qrCode = text
+            case .sceneFace: s.settings.items.face = value.boolValue ?? false
+            case .custom(let key) where ControlID.sceneItemNumberKeys.contains(key):
+                guard let v = number else { throw unsupported }
+                let parts = key.split(separator: ".")
+                let isQR = parts[1] == "qrCode"
+                var p = isQR ? s.settings.items.qr : s.settings.items.facePlacement
+                switch parts[2] {
+                case "x": p.x = v
+                case "y": p.y = v
+                case "size": p.size = v
+                case "rotation": p.rotation = v
+                default: p.motion = v
+                }
+                if isQR { s.settings.items.qr = p } else { s.settings.items.facePlacement = p }
             default:
                 throw CaptureError.controlNotSupported(device: profile.uniqueID, control: control.description, detail: "not settable")
             }
@@ -379,6 +410,15 @@ final class SimulatedCamera: ControlReportingDevice {
         v[.sceneSubjectDistance] = .real(st.scene.subjectDistance)
         v[.sceneLuminance] = .real(st.scene.luminance)
         v[.sceneMaxTorchLevel] = .real(st.scene.maxTorchLevel)
+        v[.sceneQRCode] = .text(st.items.qrCode)
+        v[.sceneFace] = .bool(st.items.face)
+        for (item, p) in [("qrCode", st.items.qr), ("face", st.items.facePlacement)] {
+            v[.custom("scene.\(item).x")] = .real(p.x)
+            v[.custom("scene.\(item).y")] = .real(p.y)
+            v[.custom("scene.\(item).size")] = .real(p.size)
+            v[.custom("scene.\(item).rotation")] = .real(p.rotation)
+            v[.custom("scene.\(item).motion")] = .real(p.motion)
+        }
         return v
     }
 
@@ -469,7 +509,7 @@ final class SimulatedCamera: ControlReportingDevice {
                                            focusRegion: region(s.settings.focusPOI, 0.35), grayWorld: true)
             return FramePlan(revision: s.revision, effects: effects, exposureSeconds: duration, metering: metering,
                              values: Self.values(s, c), minISO: minISO, maxISO: maxISO, minDuration: minDuration,
-                             aeMaxDuration: aeMaxDuration, width: width)
+                             aeMaxDuration: aeMaxDuration, width: width, items: s.settings.items)
         }
     }
 

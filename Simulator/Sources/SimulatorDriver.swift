@@ -98,6 +98,7 @@ public final class SimulatorScenario: Sendable {
         var videoFaults: [String: VideoFaults] = [:]
         var bufferStarvationTimeout: Duration = .seconds(10)
         var handlers: [@Sendable (String, Bool) -> Void] = []
+        var sceneTruth: [String: [SceneTruthFrame]] = [:]
     }
 
     private let state: Locked<State>
@@ -109,6 +110,24 @@ public final class SimulatorScenario: Sendable {
 
     public func authorizationStatus(for mediaType: MediaType) -> AuthorizationStatus {
         state.withLock { $0.status[mediaType] ?? .notDetermined }
+    }
+
+    /// The ground truth of a simulated camera's scene items: for each frame drawn with a QR code
+    /// or a face (oldest first, the last `sceneTruthLimit` frames), what was drawn and where.
+    public func sceneTruth(for uniqueID: String) -> [SceneTruthFrame] {
+        state.withLock { $0.sceneTruth[uniqueID] ?? [] }
+    }
+
+    /// Frames of truth kept per camera.
+    public static let sceneTruthLimit = 100_000
+
+    public func clearSceneTruth() { state.withLock { $0.sceneTruth = [:] } }
+
+    func recordSceneTruth(_ uniqueID: String, _ frame: SceneTruthFrame) {
+        state.withLock { s in
+            s.sceneTruth[uniqueID, default: []].append(frame)
+            if s.sceneTruth[uniqueID]!.count > Self.sceneTruthLimit { s.sceneTruth[uniqueID]!.removeFirst(Self.sceneTruthLimit / 10) }
+        }
     }
 
     public func setAuthorizationStatus(_ status: AuthorizationStatus, for mediaType: MediaType) {
@@ -313,7 +332,12 @@ final class SimulatedVideoStream: DriverStream {
             }
             let measurements = renderer.render(frame: index, effects: plan.effects,
                                                syncFlash: SyntheticFrameRenderer.showsSyncFlash(offset: offset, previous: previous),
-                                               metering: plan.metering, into: compression?.scratch ?? buffer)
+                                               metering: plan.metering, into: compression?.scratch ?? buffer, items: plan.items)
+            if !plan.items.isEmpty {
+                camera.scenario.recordSceneTruth(camera.profile.uniqueID, SceneTruthFrame(
+                    frameIndex: index, presentationTime: pts, frameSize: Dimensions(width: renderer.width, height: renderer.height),
+                    items: renderer.sceneTruth(frame: index, items: plan.items, zoom: plan.effects.zoom)))
+            }
             if let compression { try compression.compressor.compress(compression.scratch, into: buffer) }
             camera.endFrame(plan, measurements: measurements, presentationTime: pts)
             return SampleBuffer(payload: .pixels(buffer), formatDescription: format,

@@ -71,6 +71,11 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
     /// simulator waits this long (`SimulatorScenario.bufferStarvationTimeout`, default 10 s)
     /// instead of dropping a frame, so slow consumers never change what is captured.
     case buffersNotReturned(device: String, buffers: Int, seconds: Double)
+    /// A metadata output was asked for an object type its detectors cannot find now (or before it
+    /// is attached to a session with a video input, when nothing is available).
+    case metadataObjectTypeNotAvailable(type: String, available: [String])
+    /// A detector (ZBar, OpenCV) could not be set up or failed; `reason` says why.
+    case detectorUnavailable(detector: String, reason: String)
 
     /// A failed write on `path` as the typed error for its errno: ENOSPC and EDQUOT are `diskFull`,
     /// everything else `writeFailed`.
@@ -175,6 +180,13 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
             return "cannot write video to \(path): \(problem)"
         case .buffersNotReturned(let device, let buffers, let seconds):
             return "'\(device)' has had all \(buffers) of its buffers held for \(seconds) s, so virtual time cannot advance; a consumer keeps sample buffers: release them when done (copy the pixels to keep them)"
+        case .metadataObjectTypeNotAvailable(let type, let available):
+            if available.isEmpty {
+                return "metadata object type '\(type)' is not available: nothing is until the output is in a session with a video input (add the output first, then set metadataObjectTypes)"
+            }
+            return "metadata object type '\(type)' is not available (available: \(available.joined(separator: ", "))); pick from availableMetadataObjectTypes"
+        case .detectorUnavailable(let detector, let reason):
+            return "the \(detector) detector is unavailable: \(reason); install its Debian package (ci/setup lists them)"
         }
     }
 }

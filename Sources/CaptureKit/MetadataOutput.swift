@@ -1,0 +1,285 @@
+import CaptureCore
+import CaptureDetection
+import CaptureMedia
+import Dispatch
+import Foundation
+
+/// Receives what a metadata output finds (AVCaptureMetadataOutputObjectsDelegate).
+public protocol MetadataOutputObjectsDelegate: AnyObject, Sendable {
+    /// One batch per frame that had objects in it; an empty batch once when every object has
+    /// left the view. Runs on the delegate's queue, in frame order.
+    func metadataOutput(_ output: MetadataOutput, didOutput objects: [MetadataObject], from connection: CaptureConnection)
+}
+
+/// Faces and machine-readable codes from a session's video (AVCaptureMetadataOutput), found by
+/// real detectors: ZBar for codes, OpenCV's frontal-face cascade (Debian `opencv-data`) for faces.
+///
+/// - `availableMetadataObjectTypes` is empty until the output is in a session with a video input.
+/// - Detection reads the luma plane (no RGB); only `rectOfInterest` is searched.
+/// - Real time: detection runs on the output's own queue. A frame arriving while the detector is
+///   still busy is skipped (counted in `statistics`), so capture and recording never wait for it.
+/// - Virtual time: every frame is detected, in order, on the delivery thread (the session waits),
+///   so results are a function of the frames alone — deterministic, like the rest of the
+///   simulator's virtual clock.
+public final class MetadataOutput: CaptureOutput {
+    public let attachment = OutputAttachment()
+
+    /// How much detection kept up.
+    public struct Statistics: Sendable, Hashable {
+        /// Video frames the output saw while it had types and a consumer.
+        public var framesOffered = 0
+        /// Frames the detectors ran on.
+        public var framesDetected = 0
+        /// Frames skipped because the detector was still busy (real time only).
+        public var framesSkipped = 0
+        /// Frames detected per second of media (PTS span from the first to the last detected frame).
+        public var detectionRate: Double = 0
+        /// Batches delivered (including the empty "objects left" batches).
+        public var batchesDelivered = 0
+    }
+
+    private struct State {
+        var types: [MetadataObjectType] = []
+        var rect = CGRect(x: 0, y: 0, width: 1, height: 1)
+        var delegate: (any MetadataOutputObjectsDelegate)?
+        var queue: DispatchQueue?
+        var streams: [Int: AsyncStream<[MetadataObject]>.Continuation] = [:]
+        var nextStream = 0
+        var busy = false
+        var stats = Statistics()
+        var firstPTS: MediaTime?
+        var lastPTS: MediaTime?
+        var hadObjects = false
+    }
+
+    private struct Detectors {
+        var scanner: CodeScanner?
+        var faces: FaceDetector?
+        var tracker = FaceTracker()
+        var jpeg: JPEGCodec?
+        var converter: PixelConverter?
+    }
+
+    private let state = Locked(State())
+    private let detectors = Locked(Detectors())
+    private let detectionQueue = DispatchQueue(label: "CaptureKit.MetadataOutput.detection")
+
+    /// Faces are searched at half resolution on frames taller than this (4× less work; the
+    /// smallest face found is then about 2 × `FaceDetector.minimumSize`).
+    public static let faceDownscaleAboveHeight = 720
+
+    public init() {}
+
+    public func accepts(_ mediaType: MediaType) -> Bool { mediaType == .video }
+
+    // MARK: Types
+
+    /// Every type the detectors can find: the codes ZBar decodes, and faces when OpenCV's cascade is
+    /// installed.
+    public static var supportedMetadataObjectTypes: [MetadataObjectType] {
+        MetadataObjectType.codes.map(\.0) + (FaceDetector.defaultCascadePath() != nil ? [.face] : [])
+    }
+
+    /// Empty until the output is in a session with a video input; then `supportedMetadataObjectTypes`.
+    public var availableMetadataObjectTypes: [MetadataObjectType] {
+        attachment.connections.contains { $0.mediaType == .video } ? Self.supportedMetadataObjectTypes : []
+    }
+
+    /// The types to look for (default none: AVFoundation's default).
+    public var metadataObjectTypes: [MetadataObjectType] { state.withLock { $0.types } }
+
+    /// Sets the types to look for; each must be in `availableMetadataObjectTypes`, else this throws
+    /// naming the type and what is available (AVFoundation raises an exception).
+    public func setMetadataObjectTypes(_ types: [MetadataObjectType]) throws(CaptureError) {
+        let available = availableMetadataObjectTypes
+        for type in types where !available.contains(type) {
+            throw .metadataObjectTypeNotAvailable(type: type.name, available: available.map(\.name))
+        }
+        var unique: [MetadataObjectType] = []
+        for t in types where !unique.contains(t) { unique.append(t) }
+        let symbologies = Set(MetadataObjectType.codes.filter { unique.contains($0.0) }.flatMap(\.2))
+        let wantsFaces = unique.contains(.face)
+        // The detectors are made under their lock (they are not Sendable: one thread at a time).
+        try detectors.withLock { (d: inout Detectors) throws(CaptureError) in
+            if !wantsFaces { d.faces = nil } else if d.faces == nil { d.faces = try FaceDetector() }
+            d.scanner = symbologies.isEmpty ? nil : try CodeScanner(symbologies: symbologies)
+        }
+        state.withLock { $0.types = unique }
+        attachment.demandChanged()
+    }
+
+    // MARK: Region
+
+    /// The normalised region searched (native orientation, origin top-left; default the whole frame).
+    public var rectOfInterest: CGRect { state.withLock { $0.rect } }
+
+    /// Sets the region; it must lie within 0…1 and have a positive size.
+    public func setRectOfInterest(_ rect: CGRect) throws(CaptureError) {
+        let r = rect.standardized
+        guard r.origin.x.isFinite, r.origin.y.isFinite, r.width.isFinite, r.height.isFinite,
+              r.minX >= 0, r.minY >= 0, r.maxX <= 1.000_001, r.maxY <= 1.000_001, r.width > 0, r.height > 0 else {
+            throw .invalidArgument("rectOfInterest \(rect) must be a normalised rectangle inside (0, 0, 1, 1) with a positive width and height")
+        }
+        state.withLock { $0.rect = r }
+    }
+
+    // MARK: Consumers
+
+    public func setMetadataObjectsDelegate(_ delegate: (any MetadataOutputObjectsDelegate)?, queue: DispatchQueue?) {
+        state.withLock {
+            $0.delegate = delegate
+            $0.queue = delegate == nil ? nil : (queue ?? DispatchQueue(label: "CaptureKit.MetadataOutput.delegate"))
+        }
+        attachment.demandChanged()
+    }
+
+    /// The same batches as the delegate gets, as an AsyncSequence (unbounded: batches are small).
+    public func metadataObjectBatches() -> AsyncStream<[MetadataObject]> {
+        let (stream, continuation) = AsyncStream<[MetadataObject]>.makeStream()
+        let id = state.withLock { s in
+            s.nextStream += 1
+            s.streams[s.nextStream] = continuation
+            return s.nextStream
+        }
+        continuation.onTermination = { [weak self] _ in
+            self?.state.withLock { _ = $0.streams.removeValue(forKey: id) }
+            self?.attachment.demandChanged()
+        }
+        attachment.demandChanged()
+        return stream
+    }
+
+    public var statistics: Statistics {
+        state.withLock { s in
+            var st = s.stats
+            if let a = s.firstPTS, let b = s.lastPTS, b > a {
+                st.detectionRate = Double(st.framesDetected - 1) / (b - a).seconds
+            }
+            return st
+        }
+    }
+
+    // MARK: CaptureOutput
+
+    public var demand: OutputDemand {
+        state.withLock { s in
+            s.types.isEmpty || (s.delegate == nil && s.streams.isEmpty) ? .idle : .ready
+        }
+    }
+
+    public func sessionDidStop() {
+        // A stop clears the view: the next run starts with no objects.
+        state.withLock { $0.hadObjects = false }
+        detectors.withLock { $0.tracker = FaceTracker() }
+    }
+
+    public func receive(_ sample: SampleBuffer, from connection: CaptureConnection) {
+        guard connection.mediaType == .video, let pixels = sample.pixelBuffer else { return }
+        enum Plan { case ignore, skip, detect(types: [MetadataObjectType], rect: CGRect) }
+        let realtime = attachment.pace == .realtime
+        let plan: Plan = state.withLock { s in
+            guard !s.types.isEmpty, s.delegate != nil || !s.streams.isEmpty else { return .ignore }
+            s.stats.framesOffered += 1
+            if realtime {
+                if s.busy { s.stats.framesSkipped += 1; return .skip }
+                s.busy = true
+            }
+            return .detect(types: s.types, rect: s.rect)
+        }
+        guard case .detect(let types, let rect) = plan else { return }
+        let frame = Dimensions(width: pixels.width, height: pixels.height)
+        let region = PixelRegion(x: Int((rect.minX * Double(frame.width)).rounded()), y: Int((rect.minY * Double(frame.height)).rounded()),
+                                 width: Int((rect.width * Double(frame.width)).rounded()),
+                                 height: Int((rect.height * Double(frame.height)).rounded()))
+        // Planar and YUYV luma is copied now, so the device's buffer goes back at once; other
+        // formats (MJPEG, RGB) are converted on the detection queue.
+        let luma = LumaImage.copy(from: pixels, region: region)
+        let work: @Sendable () -> Void = { [self] in
+            let objects = detect(luma: luma, pixels: luma == nil ? pixels : nil, region: region, types: types, sample: sample)
+            publish(objects, at: sample.presentationTime, connection)
+        }
+        if realtime {
+            detectionQueue.async {
+                work()
+                self.state.withLock { $0.busy = false }
+            }
+        } else {
+            work()
+        }
+    }
+
+    // MARK: Detection
+
+    private func detect(luma: LumaImage?, pixels: PixelBuffer?, region: PixelRegion, types: [MetadataObjectType],
+                        sample: SampleBuffer) -> [MetadataObject]? {
+        detectors.withLock { d -> [MetadataObject]? in
+            var image = luma
+            if image == nil, let pixels { image = Self.lumaByConverting(pixels, region: region, &d) }
+            guard let image else { return nil }
+            let frame = image.frameSize
+            let w = Double(frame.width), h = Double(frame.height)
+            func normal(_ b: PixelBox) -> CGRect { CGRect(x: b.x / w, y: b.y / h, width: b.width / w, height: b.height / h) }
+            var objects: [MetadataObject] = []
+            if let scanner = d.scanner {
+                for code in scanner.scan(image) {
+                    guard let type = MetadataObjectType.codes.first(where: { $0.2.contains(code.symbology) })?.0, types.contains(type) else { continue }
+                    // UPC-A is EAN-13 with a leading zero (as AVFoundation reports it).
+                    let value = code.symbology == .upca ? "0" + code.value : code.value
+                    objects.append(MetadataObject(type: type, time: sample.presentationTime, duration: sample.duration,
+                                                  bounds: normal(code.bounds), stringValue: value,
+                                                  corners: code.points.map { CGPoint(x: $0.x / w, y: $0.y / h) }))
+                }
+            }
+            if types.contains(.face), let faces = d.faces {
+                let k = frame.height > Self.faceDownscaleAboveHeight ? 2 : 1
+                let found = (try? faces.detect(image, downscale: k)) ?? []
+                for (id, face) in d.tracker.assign(found) {
+                    let b = normal(face.bounds)
+                    objects.append(MetadataObject(type: .face, time: sample.presentationTime, duration: sample.duration, bounds: b,
+                                                  corners: [CGPoint(x: b.minX, y: b.minY), CGPoint(x: b.maxX, y: b.minY),
+                                                            CGPoint(x: b.maxX, y: b.maxY), CGPoint(x: b.minX, y: b.maxY)],
+                                                  faceID: id))
+                }
+            }
+            return objects
+        }
+    }
+
+    /// MJPEG: decoded; other formats: converted to I420; then the luma region is copied.
+    private static func lumaByConverting(_ pixels: PixelBuffer, region: PixelRegion, _ d: inout Detectors) -> LumaImage? {
+        do {
+            if pixels.format == .mjpeg {
+                if d.jpeg == nil { d.jpeg = try JPEGCodec() }
+                let bytes = pixels.withCompressedData { [UInt8]($0) }
+                return LumaImage.copy(from: try d.jpeg!.decode(bytes), region: region)
+            }
+            let size = Dimensions(width: pixels.width, height: pixels.height)
+            if d.converter?.source.format != pixels.format || d.converter?.source.dimensions != size {
+                d.converter = try PixelConverter(from: pixels.format, size, to: .yuv420, size)
+            }
+            let out = PixelBuffer(format: .yuv420, width: size.width, height: size.height)
+            try d.converter!.convert(pixels, into: out)
+            return LumaImage.copy(from: out, region: region)
+        } catch {
+            return nil
+        }
+    }
+
+    private func publish(_ found: [MetadataObject]?, at pts: MediaTime, _ connection: CaptureConnection) {
+        guard let objects = found else { return }
+        let (deliver, delegate, queue, streams) = state.withLock { s in
+            s.stats.framesDetected += 1
+            if s.firstPTS == nil { s.firstPTS = pts }
+            s.lastPTS = pts
+            let deliver = !objects.isEmpty || s.hadObjects
+            s.hadObjects = !objects.isEmpty
+            if deliver { s.stats.batchesDelivered += 1 }
+            return (deliver, s.delegate, s.queue, Array(s.streams.values))
+        }
+        guard deliver else { return }
+        for stream in streams { stream.yield(objects) }
+        if let delegate, let queue {
+            queue.async { delegate.metadataOutput(self, didOutput: objects, from: connection) }
+        }
+    }
+}

@@ -1,0 +1,163 @@
+import CaptureKit
+import Dispatch
+import Foundation
+import Testing
+
+/// Collects every batch a metadata output delivers (on its own serial queue).
+final class MetadataCollector: MetadataOutputObjectsDelegate {
+    let batches = Locked<[[MetadataObject]]>([])
+    let queue = DispatchQueue(label: "MetadataCollector")
+    func metadataOutput(_ output: MetadataOutput, didOutput objects: [MetadataObject], from connection: CaptureConnection) {
+        batches.withLock { $0.append(objects) }
+    }
+    /// Waits for callbacks already queued.
+    func drain() -> [[MetadataObject]] {
+        queue.sync {}
+        return batches.withLock { $0 }
+    }
+}
+
+/// One virtual-time scan of a simulated camera: the output's batches, the simulator's truth and
+/// the output's statistics.
+struct MetadataScan {
+    var batches: [[MetadataObject]]
+    var truth: [SceneTruthFrame]
+    var statistics: MetadataOutput.Statistics
+    var frameSize: Dimensions
+
+    /// Objects found in the frame at `pts`.
+    func objects(at pts: MediaTime) -> [MetadataObject] {
+        batches.last { $0.first?.time == pts } ?? []
+    }
+
+    static func run(device id: String = "sim:back", preset: SessionPreset = .hd1280x720, controls: [(String, String)],
+                    types: [MetadataObjectType], frames: Int) async throws -> MetadataScan {
+        let scenario = SimulatorScenario()
+        let registry = DeviceRegistry(drivers: [SimulatorDriver(seed: 4, scenario: scenario)])
+        let device = try registry.device(uniqueID: id)
+        let session = CaptureSession(pace: .virtual)
+        try session.setSessionPreset(preset)
+        try session.addInput(CaptureDeviceInput(device: device))
+        let output = MetadataOutput()
+        try session.addOutput(output)
+        try output.setMetadataObjectTypes(types)
+        let collector = MetadataCollector()
+        output.setMetadataObjectsDelegate(collector, queue: collector.queue)
+        try device.lockForConfiguration()
+        for (key, value) in controls { try device.applyControl(key: key, value: value) }
+        device.unlockForConfiguration()
+        try session.startRunning()
+        // Virtual time: frames are detected in order on the delivery thread, so once `frames`
+        // are counted the first `frames` are done.
+        while output.statistics.framesDetected < frames { try await Task.sleep(for: .milliseconds(5)) }
+        session.stopRunning()
+        let size = device.activeFormat.dimensions ?? Dimensions(width: 0, height: 0)
+        return MetadataScan(batches: collector.drain(), truth: Array(scenario.sceneTruth(for: id).prefix(frames)),
+                            statistics: output.statistics, frameSize: size)
+    }
+}
+
+/// Intersection over union of a normalised detection box and a truth box in pixels.
+func iou(_ box: CGRect, _ truth: PixelRectD, _ size: Dimensions) -> Double {
+    let w = Double(size.width), h = Double(size.height)
+    let a = CGRect(x: box.minX * w, y: box.minY * h, width: box.width * w, height: box.height * h)
+    let b = CGRect(x: truth.x, y: truth.y, width: truth.width, height: truth.height)
+    let i = a.intersection(b)
+    guard !i.isNull else { return 0 }
+    let inter = i.width * i.height
+    return inter / (a.width * a.height + b.width * b.height - inter)
+}
+
+@Suite struct MetadataOutputTests {
+    /// Sharp focus for the simulator's default subject distance (1 m; closest focus 0.1 m).
+    static let sharp = [("scene.subjectDistance", "1"), ("focus.lensPosition", "0.9")]
+
+    @Test func contractBeforeAndAfterAttaching() throws {
+        let output = MetadataOutput()
+        #expect(output.availableMetadataObjectTypes.isEmpty)
+        #expect(output.metadataObjectTypes.isEmpty)
+        #expect(throws: CaptureError.metadataObjectTypeNotAvailable(type: "qr", available: [])) {
+            try output.setMetadataObjectTypes([.qr])
+        }
+        let registry = DeviceRegistry(drivers: [SimulatorDriver(seed: 0)])
+        let session = CaptureSession(pace: .virtual)
+        try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "sim:back")))
+        try session.addOutput(output)
+        let available = output.availableMetadataObjectTypes
+        #expect(available.contains(.qr) && available.contains(.ean13) && available.contains(.face) && available.contains(.code128))
+        try output.setMetadataObjectTypes([.qr, .face])
+        #expect(output.metadataObjectTypes == [.qr, .face])
+        do {
+            try output.setMetadataObjectTypes([MetadataObjectType(rawValue: "com.example.DataMatrix")])
+            Issue.record("an unavailable type was accepted")
+        } catch {
+            guard case .metadataObjectTypeNotAvailable(let type, let list) = error else { Issue.record("\(error)"); return }
+            #expect(type == "com.example.DataMatrix" && list.contains("qr") && list.contains("face"))
+            #expect(error.description.contains("available: qr"))
+        }
+        #expect(output.rectOfInterest == CGRect(x: 0, y: 0, width: 1, height: 1))
+        try output.setRectOfInterest(CGRect(x: 0.25, y: 0.25, width: 0.5, height: 0.5))
+        #expect(output.rectOfInterest == CGRect(x: 0.25, y: 0.25, width: 0.5, height: 0.5))
+        for bad in [CGRect(x: -0.1, y: 0, width: 0.5, height: 0.5), CGRect(x: 0.6, y: 0, width: 0.5, height: 1),
+                    CGRect(x: 0, y: 0, width: 0, height: 1), CGRect(x: Double.nan, y: 0, width: 1, height: 1)] {
+            #expect(throws: CaptureError.self) { try output.setRectOfInterest(bad) }
+        }
+        #expect(output.rectOfInterest == CGRect(x: 0.25, y: 0.25, width: 0.5, height: 0.5))
+    }
+
+    /// Must-show 1: a QR code moving across a 1280x720 scene for 10 s (300 frames at 30 fps).
+    @Test func movingQRCodeIsReadWhereverFullyVisible() async throws {
+        let text = "https://capturekit.example/issue/13"
+        let scan = try await MetadataScan.run(controls: Self.sharp + [("scene.qrCode", text), ("scene.qrCode.x", "0"),
+                                                                     ("scene.qrCode.motion", "0.25")],
+                                              types: [.qr], frames: 300)
+        #expect(scan.truth.count == 300)
+        var visible = 0, read = 0, wrong = 0, partial = 0
+        var ious: [Double] = []
+        for frame in scan.truth {
+            let codes = scan.objects(at: frame.presentationTime).filter { $0.type == .qr }
+            wrong += codes.filter { $0.stringValue != text }.count
+            guard let truth = frame.items.first, truth.isFullyVisible else { partial += 1; continue }
+            visible += 1
+            if let code = codes.first(where: { $0.stringValue == text }) {
+                read += 1
+                ious.append(iou(code.bounds, truth.bounds, scan.frameSize))
+                #expect(code.corners.count == 4)
+            }
+        }
+        let rate = Double(read) / Double(max(visible, 1))
+        let minIoU = ious.min() ?? 0
+        print("QR: \(read)/\(visible) fully visible frames read (\(rate * 100) %), \(partial) partly visible, IoU min \(minIoU) mean \(ious.reduce(0, +) / Double(max(ious.count, 1))), wrong strings \(wrong), detection rate \(scan.statistics.detectionRate) fps")
+        #expect(visible >= 150, "the path keeps the code fully in view for most of the run")
+        #expect(partial > 0, "the path also takes the code partly out of view")
+        #expect(rate >= 0.98)
+        #expect(minIoU >= 0.8)
+        #expect(wrong == 0)
+    }
+
+    /// Must-show 1: defocus beyond a threshold makes the code unreadable (the blur is the camera
+    /// model's, applied after the code is drawn).
+    @Test func defocusedQRCodeIsNotRead() async throws {
+        var readByBlur: [(Double, Int)] = []
+        for lens in ["0.9", "0.8", "0.7", "0.6"] {
+            let scan = try await MetadataScan.run(controls: [("scene.subjectDistance", "1"), ("focus.lensPosition", lens),
+                                                             ("scene.qrCode", "defocus")],
+                                                  types: [.qr], frames: 20)
+            let read = scan.truth.filter { frame in scan.objects(at: frame.presentationTime).contains { $0.stringValue == "defocus" } }.count
+            readByBlur.append((abs(0.9 - Double(lens)!) * 1280 / 32, read))
+        }
+        print("QR read per 20 frames by blur radius (px): \(readByBlur)")
+        #expect(readByBlur[0].1 == 20, "sharp: every frame")
+        #expect(readByBlur[3].1 == 0, "blur radius 12 px: never")
+    }
+
+    /// Must-show 1 and 2: nothing is found in 300 frames of the plain scene (colour bars, grey
+    /// card, the moving box).
+    @Test func plainSceneHasNoFalseCodesOrFaces() async throws {
+        let scan = try await MetadataScan.run(controls: Self.sharp, types: [.qr, .ean13, .ean8, .code128, .code39, .face], frames: 300)
+        let found = scan.batches.flatMap { $0 }
+        print("plain scene: \(found.count) objects in 300 frames, detection rate \(scan.statistics.detectionRate) fps")
+        #expect(found.isEmpty)
+        #expect(scan.statistics.framesDetected >= 300)
+    }
+}
