@@ -36,6 +36,14 @@ public final class MetadataOutput: CaptureOutput {
         public var detectionRate: Double = 0
         /// Batches delivered (including the empty "objects left" batches).
         public var batchesDelivered = 0
+        /// PTS of the first and the last detected frame.
+        public var firstFrameTime: MediaTime?
+        public var lastFrameTime: MediaTime?
+        /// Media seconds detected so far (last − first PTS; 0 before two frames).
+        public var mediaSeconds: Double {
+            guard let a = firstFrameTime, let b = lastFrameTime else { return 0 }
+            return (b - a).seconds
+        }
     }
 
     private struct State {
@@ -152,6 +160,8 @@ public final class MetadataOutput: CaptureOutput {
     public var statistics: Statistics {
         state.withLock { s in
             var st = s.stats
+            st.firstFrameTime = s.firstPTS
+            st.lastFrameTime = s.lastPTS
             if let a = s.firstPTS, let b = s.lastPTS, b > a {
                 st.detectionRate = Double(st.framesDetected - 1) / (b - a).seconds
             }

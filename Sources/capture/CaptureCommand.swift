@@ -12,7 +12,7 @@ struct CaptureCommand: AsyncParsableCommand {
             Simulated frames carry a frame-index stamp and A/V sync markers (see README).
             """,
         subcommands: [RecordCommand.self, PhotoCommand.self, DevicesCommand.self, ControlsCommand.self, FormatsCommand.self,
-                      InspectCommand.self, AudioCommand.self, FixtureCommand.self, SimulateCommand.self])
+                      InspectCommand.self, AudioCommand.self, FixtureCommand.self, SimulateCommand.self, ScanCommand.self])
 
     static func main() async {
         // A file-size limit (ulimit -f) must end a recording with a typed error (writeFailed,

@@ -161,3 +161,119 @@ func iou(_ box: CGRect, _ truth: PixelRectD, _ size: Dimensions) -> Double {
         #expect(scan.statistics.framesDetected >= 300)
     }
 }
+
+@Suite struct FaceMetadataTests {
+    /// Must-show 2: the astronaut photograph moving across the frame, upright, face ≥ 120 px high.
+    @Test func movingFaceIsDetectedWithOneStableID() async throws {
+        let scan = try await MetadataScan.run(controls: MetadataOutputTests.sharp + [("scene.face", "on"), ("scene.face.x", "0.1"),
+                                                                                    ("scene.face.motion", "0.1")],
+                                              types: [.face], frames: 300)
+        var eligible = 0, detected = 0, extra = 0
+        var ious: [Double] = []
+        var ids = Set<Int>()
+        for frame in scan.truth {
+            let faces = scan.objects(at: frame.presentationTime).filter { $0.type == .face }
+            guard let truth = frame.items.first(where: { $0.kind == .face }), truth.isFullyVisible, truth.bounds.height >= 120 else { continue }
+            eligible += 1
+            let scored = faces.map { ($0, iou($0.bounds, truth.bounds, scan.frameSize)) }
+            if let best = scored.max(by: { $0.1 < $1.1 }), best.1 >= 0.5 {
+                detected += 1
+                ious.append(best.1)
+                if let id = best.0.faceID { ids.insert(id) }
+            }
+            extra += scored.filter { $0.1 < 0.5 }.count
+        }
+        let rate = Double(detected) / Double(max(eligible, 1))
+        print("faces: \(detected)/\(eligible) eligible frames (\(rate * 100) %), IoU min \(ious.min() ?? 0) mean \(ious.reduce(0, +) / Double(max(ious.count, 1))), IDs \(ids.sorted()), boxes off the face \(extra), truth height \(scan.truth.first?.items.first?.bounds.height ?? 0) px, detection rate \(scan.statistics.detectionRate) fps")
+        #expect(eligible >= 200)
+        #expect(rate >= 0.9)
+        #expect(ids.count == 1)
+        #expect(extra == 0)
+    }
+}
+
+/// Seed 004's face-detection controller, line by line: the recording session gains an
+/// AVCaptureMetadataOutput for faces (and QR codes), a delegate on a serial queue keeps one layer
+/// per faceID and drops the ones that left; the movie records at the same time.
+private final class FaceDetectionController: MetadataOutputObjectsDelegate, CaptureFileOutputRecordingDelegate {
+    /// faceID → the face's latest bounds (the seed's faceLayers dictionary).
+    let faceLayers = Locked<[Int: CGRect]>([:])
+    let seenFaceIDs = Locked<Set<Int>>([])
+    let codes = Locked<[String]>([])
+    let emptyBatches = Locked(0)
+    let finished = Locked<(summary: RecordingSummary, error: CaptureError?)?>(nil)
+
+    // - captureOutput:didOutputMetadataObjects:fromConnection:
+    func metadataOutput(_ output: MetadataOutput, didOutput objects: [MetadataObject], from connection: CaptureConnection) {
+        if objects.isEmpty { emptyBatches.withLock { $0 += 1 } }
+        var lostFaces = Set(faceLayers.withLock { $0.keys })
+        for face in objects where face.type == .face {
+            guard let faceID = face.faceID else { continue }
+            lostFaces.remove(faceID)
+            faceLayers.withLock { $0[faceID] = face.bounds }   // layer.frame = face.bounds
+            seenFaceIDs.withLock { _ = $0.insert(faceID) }
+        }
+        for code in objects where code.type == .qr { codes.withLock { $0.append(code.stringValue ?? "") } }
+        faceLayers.withLock { layers in for id in lostFaces { layers.removeValue(forKey: id) } }
+    }
+
+    func fileOutput(_ output: MovieFileOutput, didFinishRecordingTo path: String, from connections: [CaptureConnection],
+                    summary: RecordingSummary, error: CaptureError?) {
+        finished.withLock { $0 = (summary, error) }
+    }
+}
+
+@Suite struct MetadataSeedFlowTests {
+    @Test func seed004FacesAndCodesWhileRecording() async throws {
+        let registry = CaptureKit.makeRegistry()
+        let session = CaptureSession(pace: .virtual)
+        try session.setSessionPreset(.hd1280x720)
+        let camera = try registry.device(uniqueID: "sim:back")
+        try session.addInput(CaptureDeviceInput(device: camera))
+        let movieOutput = MovieFileOutput()
+        try session.addOutput(movieOutput)
+
+        // - setupSessionOutputs: self.metadataOutput = [[AVCaptureMetadataOutput alloc] init]
+        let metadataOutput = MetadataOutput()
+        #expect(session.canAddOutput(metadataOutput))
+        try session.addOutput(metadataOutput)
+        // metadataObjectTypes = @[AVMetadataObjectTypeFace] (and the QR codes of §2.1)
+        try metadataOutput.setMetadataObjectTypes([.face, .qr])
+        // setMetadataObjectsDelegate:self queue:mainQueue
+        let controller = FaceDetectionController()
+        let mainQueue = DispatchQueue(label: "seed004.main")
+        metadataOutput.setMetadataObjectsDelegate(controller, queue: mainQueue)
+
+        // The scene: the astronaut on the left, a QR code on the right; the face walks out at the end.
+        try camera.lockForConfiguration()
+        for (key, value) in [("scene.subjectDistance", "1"), ("focus.lensPosition", "0.9"),
+                             ("scene.face", "on"), ("scene.face.x", "0.25"), ("scene.face.size", "0.45"),
+                             ("scene.qrCode", "seed 004"), ("scene.qrCode.x", "0.75"), ("scene.qrCode.size", "0.3")] {
+            try camera.applyControl(key: key, value: value)
+        }
+        camera.unlockForConfiguration()
+        try session.startRunning()
+        defer { session.stopRunning() }
+
+        let outputURL = try TestSupport.temporaryDirectory() + "/seed004-metadata.mov"
+        movieOutput.maxRecordedDuration = MediaTime(value: 2, timescale: 1)
+        movieOutput.startRecording(to: outputURL, recordingDelegate: controller)
+        while metadataOutput.statistics.framesDetected < 45 { try await Task.sleep(for: .milliseconds(5)) }
+        // The face leaves the view (the seed removes its layer): an empty batch follows.
+        try camera.applyControl(key: "scene.face", value: "off")
+        try camera.applyControl(key: "scene.qrCode", value: "")
+        for _ in 0..<4000 where controller.finished.withLock({ $0 == nil }) { try await Task.sleep(for: .milliseconds(5)) }
+        mainQueue.sync {}
+
+        let finish = try #require(controller.finished.withLock { $0 })
+        #expect(finish.error?.recordingFinishedSuccessfully ?? true)
+        #expect(finish.summary.videoFrames == 60)
+        #expect(try TestSupport.probeStreams(outputURL).first?["codec_name"] as? String == "h264")
+        #expect(controller.seenFaceIDs.withLock { $0 } == [1], "one face, one ID")
+        #expect(controller.faceLayers.withLock { $0.isEmpty }, "the face's layer was removed when it left")
+        #expect(controller.emptyBatches.withLock { $0 } >= 1)
+        let codes = controller.codes.withLock { $0 }
+        #expect(codes.count >= 40 && Set(codes) == ["seed 004"])
+        print("seed 004: \(codes.count) QR reads, face IDs \(controller.seenFaceIDs.withLock { $0 }), empty batches \(controller.emptyBatches.withLock { $0 }), stats \(metadataOutput.statistics)")
+    }
+}
