@@ -293,3 +293,37 @@ public final class MetadataOutput: CaptureOutput {
         }
     }
 }
+
+extension MetadataOutput {
+    /// The object in the coordinates of `connection`'s pictures: rotated clockwise by its
+    /// `videoRotationAngle`, then mirrored left-right if `isVideoMirrored` — what a
+    /// `VideoDataOutput` on that connection delivers and what a player shows of a movie recorded
+    /// through it. CaptureKit's equivalent of AVCaptureVideoPreviewLayer's
+    /// `transformedMetadataObject(for:)` (there is no preview layer; coordinates stay normalised,
+    /// 0…1, origin top-left; multiply by the delivered frame's size for pixels).
+    public static func transformedMetadataObject(_ object: MetadataObject, for connection: CaptureConnection) -> MetadataObject {
+        transformedMetadataObject(object, rotationAngle: connection.videoRotationAngle, mirrored: connection.isVideoMirrored)
+    }
+
+    /// The same for an explicit clockwise rotation (0, 90, 180, 270) and mirroring.
+    public static func transformedMetadataObject(_ object: MetadataObject, rotationAngle: Int, mirrored: Bool) -> MetadataObject {
+        func map(_ p: CGPoint) -> CGPoint {
+            var q: CGPoint
+            switch ((rotationAngle % 360) + 360) % 360 {
+            case 90: q = CGPoint(x: 1 - p.y, y: p.x)
+            case 180: q = CGPoint(x: 1 - p.x, y: 1 - p.y)
+            case 270: q = CGPoint(x: p.y, y: 1 - p.x)
+            default: q = p
+            }
+            if mirrored { q.x = 1 - q.x }
+            return q
+        }
+        var out = object
+        let b = object.bounds
+        let corners = [CGPoint(x: b.minX, y: b.minY), CGPoint(x: b.maxX, y: b.maxY)].map(map)
+        out.bounds = CGRect(x: min(corners[0].x, corners[1].x), y: min(corners[0].y, corners[1].y),
+                            width: abs(corners[0].x - corners[1].x), height: abs(corners[0].y - corners[1].y))
+        out.corners = object.corners.map(map)
+        return out
+    }
+}
