@@ -178,6 +178,9 @@ public final class MetadataOutput: CaptureOutput {
     }
 
     public func sessionDidStop() {
+        // Real time: let a detection in flight publish first, so every batch of this run is
+        // queued to the delegate once the session has stopped.
+        detectionQueue.sync {}
         // A stop clears the view: the next run starts with no objects.
         state.withLock { $0.hadObjects = false }
         detectors.withLock { $0.tracker = FaceTracker() }
