@@ -51,7 +51,7 @@ public final class MetadataOutput: CaptureOutput {
         var rect = CGRect(x: 0, y: 0, width: 1, height: 1)
         var delegate: (any MetadataOutputObjectsDelegate)?
         var queue: DispatchQueue?
-        var streams: [Int: AsyncStream<[MetadataObject]>.Continuation] = [:]
+        var streams: [Int: MetadataBatchSequence.Feed] = [:]
         var nextStream = 0
         var busy = false
         var stats = Statistics()
@@ -141,12 +141,15 @@ public final class MetadataOutput: CaptureOutput {
         attachment.demandChanged()
     }
 
-    /// The same batches as the delegate gets, as an AsyncSequence (unbounded: batches are small).
-    public func metadataObjectBatches() -> AsyncStream<[MetadataObject]> {
+    /// The same batches as the delegate gets, as an AsyncSequence. Virtual time: the session waits
+    /// while a reader has `MetadataBatchSequence.unreadLimit` batches unread (nothing is lost, and a
+    /// reader that changes the scene sees the change in time); real time: unbounded (batches are small).
+    public func metadataObjectBatches() -> MetadataBatchSequence {
         let (stream, continuation) = AsyncStream<[MetadataObject]>.makeStream()
+        let feed = MetadataBatchSequence.Feed(continuation: continuation) { [weak self] in self?.attachment.demandChanged() }
         let id = state.withLock { s in
             s.nextStream += 1
-            s.streams[s.nextStream] = continuation
+            s.streams[s.nextStream] = feed
             return s.nextStream
         }
         continuation.onTermination = { [weak self] _ in
@@ -154,7 +157,7 @@ public final class MetadataOutput: CaptureOutput {
             self?.attachment.demandChanged()
         }
         attachment.demandChanged()
-        return stream
+        return MetadataBatchSequence(stream: stream, feed: feed)
     }
 
     public var statistics: Statistics {
@@ -173,7 +176,8 @@ public final class MetadataOutput: CaptureOutput {
 
     public var demand: OutputDemand {
         state.withLock { s in
-            s.types.isEmpty || (s.delegate == nil && s.streams.isEmpty) ? .idle : .ready
+            if s.types.isEmpty || (s.delegate == nil && s.streams.isEmpty) { return .idle }
+            return s.streams.values.contains { $0.unreadCount >= MetadataBatchSequence.unreadLimit } ? .busy : .ready
         }
     }
 
@@ -291,10 +295,51 @@ public final class MetadataOutput: CaptureOutput {
         }
         guard deliver else { return }
         for stream in streams { stream.yield(objects) }
+        if !streams.isEmpty { attachment.demandChanged() }
         if let delegate, let queue {
             queue.async { delegate.metadataOutput(self, didOutput: objects, from: connection) }
         }
     }
+}
+
+/// A metadata output's batches as an AsyncSequence that tells the output how many are unread.
+public struct MetadataBatchSequence: AsyncSequence, Sendable {
+    public typealias Element = [MetadataObject]
+    /// Unread batches at which a virtual-time session waits for the reader.
+    public static let unreadLimit = 4
+
+    let stream: AsyncStream<[MetadataObject]>
+    let feed: Feed
+
+    final class Feed: Sendable {
+        let continuation: AsyncStream<[MetadataObject]>.Continuation
+        private let unread = Locked(0)
+        let onRead: @Sendable () -> Void
+        init(continuation: AsyncStream<[MetadataObject]>.Continuation, onRead: @escaping @Sendable () -> Void) {
+            self.continuation = continuation
+            self.onRead = onRead
+        }
+        var unreadCount: Int { unread.withLock { $0 } }
+        func yield(_ batch: [MetadataObject]) {
+            if case .enqueued = continuation.yield(batch) { unread.withLock { $0 += 1 } }
+        }
+        func didRead() {
+            unread.withLock { $0 -= 1 }
+            onRead()
+        }
+    }
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        var base: AsyncStream<[MetadataObject]>.Iterator
+        let feed: Feed
+        public mutating func next() async -> [MetadataObject]? {
+            let batch = await base.next()
+            if batch != nil { feed.didRead() }
+            return batch
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: stream.makeAsyncIterator(), feed: feed) }
 }
 
 extension MetadataOutput {

@@ -277,3 +277,39 @@ private final class FaceDetectionController: MetadataOutputObjectsDelegate, Capt
         print("seed 004: \(codes.count) QR reads, face IDs \(controller.seenFaceIDs.withLock { $0 }), empty batches \(controller.emptyBatches.withLock { $0 }), stats \(metadataOutput.statistics)")
     }
 }
+
+@Suite struct MetadataSequenceTests {
+    /// The AsyncSequence carries the same batches as the delegate, including the empty batch
+    /// when the code leaves the view; the scene item controls read back.
+    @Test func batchesAsAnAsyncSequenceEndWithAnEmptyBatchWhenTheCodeLeaves() async throws {
+        let registry = DeviceRegistry(drivers: [SimulatorDriver(seed: 2)])
+        let device = try registry.device(uniqueID: "sim:back")
+        let session = CaptureSession(pace: .virtual)
+        try session.setSessionPreset(.vga640x480)
+        try session.addInput(CaptureDeviceInput(device: device))
+        let output = MetadataOutput()
+        try session.addOutput(output)
+        try output.setMetadataObjectTypes([.qr])
+        try device.lockForConfiguration()
+        try device.applyControl(key: "scene.subjectDistance", value: "1")
+        try device.applyControl(key: "focus.lensPosition", value: "0.9")
+        device.unlockForConfiguration()
+        try device.applyControl(key: "scene.qrCode", value: "async")
+        #expect(try device.value(of: .sceneQRCode) == .text("async"))
+        #expect(device.controlStatuses().first { $0.key == "scene.qrCode" }?.current == "async")
+        #expect(throws: CaptureError.self) { try device.applyControl(key: "scene.face", value: "maybe") }
+        let batches = output.metadataObjectBatches()
+        try session.startRunning()
+        defer { session.stopRunning() }
+        var seen = 0
+        var sawEmpty = false
+        for await batch in batches {
+            if batch.isEmpty { sawEmpty = true; break }
+            #expect(batch.count == 1 && batch[0].stringValue == "async" && batch[0].type == .qr)
+            seen += 1
+            if seen == 5 { try device.applyControl(key: "scene.qrCode", value: "") }
+            if seen >= 40 { Issue.record("the code never left"); break }
+        }
+        #expect(sawEmpty && seen >= 5)
+    }
+}
