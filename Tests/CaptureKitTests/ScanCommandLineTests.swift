@@ -67,5 +67,24 @@ import Testing
         #expect(lines.count == 120, "\(lines.count) objects")
         #expect(times.min() == 0 && abs((times.max() ?? 0) - 59.0 / 30) < 1e-6)
         #expect(lines.filter { $0["type"] as? String == "qr" }.allSatisfy { $0["value"] as? String == "hello cli" })
+
+        // capture inspect outlines them on the contact sheet (the .metadata.jsonl beside the movie).
+        let sheet = dir + "/sheet.jpg"
+        let inspect = try TestSupport.run(CommandLineTests.binary, ["inspect", "--contact-sheet", sheet, "--json", movie])
+        #expect(inspect.status == 0, "\(inspect.stderr)")
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(inspect.stdout.utf8)) as? [String: Any])
+        let thumbnails = try #require(report["thumbnails"] as? [[String: Any]])
+        #expect(report["metadataBoxesDrawn"] as? Int == thumbnails.count * 2, "a QR box and a face box on every thumbnail")
+        // The QR box's top edge on the first thumbnail has the code colour (green: luma 150, Cb 44).
+        let first = try #require(thumbnails.first)
+        let qr = try #require(lines.first { $0["type"] as? String == "qr" && $0["movieTime"] as? Double == 0 })
+        let box = try #require(qr["bounds"] as? [Double])
+        let tw = Double(first["width"] as? Int ?? 0), th = Double(first["height"] as? Int ?? 0)
+        let px = (first["x"] as? Int ?? 0) + Int((box[0] + box[2] / 2) * tw), py = (first["y"] as? Int ?? 0) + Int(box[1] * th) + 1
+        let image = try JPEGCodec().decode(Array(try Data(contentsOf: URL(fileURLWithPath: sheet))))
+        let luma = image.baseAddress(ofPlane: 0).load(fromByteOffset: py * image.bytesPerRow[0] + px, as: UInt8.self)
+        #expect(abs(Int(luma) - 150) < 30, "luma \(luma) at (\(px), \(py))")
+        let without = try TestSupport.run(CommandLineTests.binary, ["inspect", "--json", movie])
+        #expect(!without.stdout.contains("metadataBoxesDrawn"), "no sheet, no boxes")
     }
 }
