@@ -110,7 +110,7 @@ final class SimulatedCamera: ControlReportingDevice {
         let settings = Settings(focusMode: capabilities.focusModes.isEmpty ? .locked : capabilities.defaultFocusMode,
                                 lensTarget: focus, exposureMode: capabilities.defaultExposureMode,
                                 customDuration: duration, customISO: iso, whiteBalanceMode: capabilities.defaultWhiteBalanceMode,
-                                scene: scene)
+                                scene: scene, items: scene.items)
         let live = Live(lens: focus, exposure: duration * iso, duration: duration, iso: iso,
                         aeAdjusting: [.autoExpose, .continuousAutoExposure].contains(capabilities.defaultExposureMode),
                         awbAdjusting: [.autoWhiteBalance, .continuousAutoWhiteBalance].contains(capabilities.defaultWhiteBalanceMode))

@@ -313,3 +313,46 @@ private final class FaceDetectionController: MetadataOutputObjectsDelegate, Capt
         #expect(sawEmpty && seen >= 5)
     }
 }
+
+@Suite struct SceneItemProfileTests {
+    /// Scene items placed by a profile (the controls' keys without `scene.`), with the same truth.
+    @Test func aProfilePlacesTheQRCodeAndTheFace() async throws {
+        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Simulator/Profiles/1-back.json")
+        var json = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: source)) as? [String: Any])
+        json["uniqueID"] = "sim:items"
+        json["scene"] = ["subjectDistance": 1, "qrCode": "from a profile", "qrCode.x": 0.7, "qrCode.size": 0.3,
+                         "face": true, "face.x": 0.25]
+        let profile = try SimulatedDeviceProfile.parse(try JSONSerialization.data(withJSONObject: json), file: "items.json")
+        let scenario = SimulatorScenario()
+        let registry = DeviceRegistry(drivers: [SimulatorDriver(seed: 0, profiles: [profile], scenario: scenario)])
+        let device = try registry.device(uniqueID: "sim:items")
+        #expect(device.controlStatuses().first { $0.key == "scene.qrCode" }?.current == "from a profile")
+        let session = CaptureSession(pace: .virtual)
+        try session.setSessionPreset(.hd1280x720)
+        try session.addInput(CaptureDeviceInput(device: device))
+        let output = MetadataOutput()
+        try session.addOutput(output)
+        try output.setMetadataObjectTypes([.qr, .face])
+        try device.lockForConfiguration()
+        try device.applyControl(key: "focus.lensPosition", value: "0.9")
+        device.unlockForConfiguration()
+        let collector = MetadataCollector()
+        output.setMetadataObjectsDelegate(collector, queue: collector.queue)
+        try session.startRunning()
+        while output.statistics.framesDetected < 5 { try await Task.sleep(for: .milliseconds(5)) }
+        session.stopRunning()
+        let batches = collector.drain()
+        let truth = try #require(scenario.sceneTruth(for: "sim:items").first)
+        #expect(truth.items.count == 2)
+        let qrTruth = try #require(truth.items.first { $0.kind == .qrCode("from a profile") })
+        #expect(abs(qrTruth.bounds.x + qrTruth.bounds.width / 2 - 0.7 * 1280) < 1 && abs(qrTruth.bounds.height - 216) < 1)
+        #expect(batches.first?.contains { $0.stringValue == "from a profile" } == true)
+        #expect(batches.first?.contains { $0.type == .face } == true)
+        // A malformed item is named.
+        json["scene"] = ["qrCode.size": 7]
+        #expect(throws: CaptureError.invalidProfile(file: "bad.json", field: "scene.qrCode.size", problem: "must be 0.01…2 (a fraction of the frame height)")) {
+            _ = try SimulatedDeviceProfile.parse(try JSONSerialization.data(withJSONObject: json), file: "bad.json")
+        }
+    }
+}
