@@ -83,6 +83,8 @@ final class SceneItemPainter: Sendable {
         var rgb: [UInt8]
     }
 
+    /// libqrencode is called one thread at a time (its Reed-Solomon tables are shared state).
+    static let encoderLock = Locked(())
     private let qrCache = Locked<(text: String, modules: [Bool], side: Int)?>(nil)
     private let photo = Locked<Photo?>(nil)
 
@@ -98,8 +100,8 @@ final class SceneItemPainter: Sendable {
     func qrModules(_ text: String) -> (modules: [Bool], side: Int)? {
         qrCache.withLock { cache -> (modules: [Bool], side: Int)? in
             if let c = cache, c.text == text { return (c.modules, c.side) }
-            guard let code = QRcode_encodeString8bit(text, 0, QR_ECLEVEL_M) else { return nil }
-            defer { QRcode_free(code) }
+            guard let code = SceneItemPainter.encoderLock.withLock({ _ in QRcode_encodeString8bit(text, 0, QR_ECLEVEL_M) }) else { return nil }
+            defer { SceneItemPainter.encoderLock.withLock { _ in QRcode_free(code) } }
             let side = Int(code.pointee.width)
             var modules = [Bool](repeating: false, count: side * side)
             for i in 0..<(side * side) { modules[i] = code.pointee.data[i] & 1 == 1 }

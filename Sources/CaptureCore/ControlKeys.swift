@@ -21,7 +21,7 @@ extension CaptureDevice {
     ] + sceneItemKeys
 
     /// The simulator's scene items (a QR code, a face): `scene.qrCode` is text (empty: none),
-    /// `scene.face` on/off, the rest numbers (see `ControlID.sceneItemControls`).
+    /// `scene.face` on/off, the rest numbers (see `ControlID.sceneItemNumberKeys`).
     public static let sceneItemKeys = ["scene.qrCode", "scene.face"] + ControlID.sceneItemNumberKeys
 
     private static func n(_ v: Double) -> String { String(format: "%g", v) }

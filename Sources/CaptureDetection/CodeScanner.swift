@@ -64,7 +64,7 @@ public final class CodeScanner {
     public let symbologies: Set<CodeSymbology>
 
     public init(symbologies: Set<CodeSymbology>) throws(CaptureError) {
-        guard let scanner = zbar_image_scanner_create() else {
+        guard let scanner = DetectorLibraries.lock.withLock({ _ in zbar_image_scanner_create() }) else {
             throw .detectorUnavailable(detector: "ZBar", reason: "zbar_image_scanner_create failed")
         }
         self.scanner = scanner
@@ -76,10 +76,17 @@ public final class CodeScanner {
         zbar_image_scanner_set_config(scanner, ZBAR_NONE, ZBAR_CFG_POSITION, 1)
     }
 
-    deinit { zbar_image_scanner_destroy(scanner) }
+    deinit {
+        let scanner = self.scanner
+        DetectorLibraries.lock.withLock { _ in zbar_image_scanner_destroy(scanner) }
+    }
 
     /// Decodes every enabled code in `image`; points are in the full frame's pixels.
     public func scan(_ image: LumaImage) -> [DetectedCode] {
+        DetectorLibraries.lock.withLock { _ in scanLocked(image) }
+    }
+
+    private func scanLocked(_ image: LumaImage) -> [DetectedCode] {
         guard !symbologies.isEmpty, image.width > 0, image.height > 0, let zimage = zbar_image_create() else { return [] }
         defer { zbar_image_destroy(zimage) }
         // 'Y800': 8-bit grey (zbar_fourcc is a macro).

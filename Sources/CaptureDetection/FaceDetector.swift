@@ -34,14 +34,23 @@ public final class FaceDetector {
             throw .detectorUnavailable(detector: "OpenCV face", reason: "no \(Self.defaultCascade) in \(Self.cascadeDirectories.joined(separator: " or ")) (Debian package opencv-data)")
         }
         var message = [CChar](repeating: 0, count: 256)
-        guard let d = ck_face_detector_create(path, &message, message.count) else {
-            throw .detectorUnavailable(detector: "OpenCV face", reason: "\(path): \(String(cString: message))")
+        let created = DetectorLibraries.lock.withLock { _ in ck_face_detector_create(path, &message, message.count) }
+        guard let d = created else {
+            throw .detectorUnavailable(detector: "OpenCV face", reason: "\(path): \(Self.text(message))")
         }
         detector = d
         self.cascadePath = path
     }
 
-    deinit { ck_face_detector_destroy(detector) }
+    /// A NUL-terminated C message buffer as a String.
+    static func text(_ buffer: [CChar]) -> String {
+        String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    deinit {
+        let detector = self.detector
+        DetectorLibraries.lock.withLock { _ in ck_face_detector_destroy(detector) }
+    }
 
     /// Faces in `image`, in frame pixels. The image is searched at `downscale` (2: half size,
     /// about 4× faster); boxes are scaled back.
@@ -65,11 +74,11 @@ public final class FaceDetector {
         var out = [ck_face_rect](repeating: ck_face_rect(), count: 64)
         var message = [CChar](repeating: 0, count: 256)
         let count = source.pixels.withUnsafeBufferPointer { p in
-            ck_face_detector_detect(detector, p.baseAddress, Int32(source.width), Int32(source.height), source.width,
+            DetectorLibraries.lock.withLock { _ in ck_face_detector_detect(detector, p.baseAddress, Int32(source.width), Int32(source.height), source.width,
                                     scaleFactor, Int32(minNeighbours), Int32(max(1, minimumSize / k)), 0,
-                                    &out, Int32(out.count), &message, message.count)
+                                    &out, Int32(out.count), &message, message.count) }
         }
-        guard count >= 0 else { throw .detectorUnavailable(detector: "OpenCV face", reason: String(cString: message)) }
+        guard count >= 0 else { throw .detectorUnavailable(detector: "OpenCV face", reason: Self.text(message)) }
         return out.prefix(Int(min(count, Int32(out.count)))).map { r in
             DetectedFace(bounds: PixelBox(x: Double(Int(r.x) * k + image.origin.x), y: Double(Int(r.y) * k + image.origin.y),
                                           width: Double(Int(r.width) * k), height: Double(Int(r.height) * k)),

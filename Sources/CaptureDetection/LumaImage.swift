@@ -62,3 +62,11 @@ public struct PixelRegion: Sendable, Hashable {
         return PixelRegion(x: x0, y: y0, width: x1 - x0, height: y1 - y0)
     }
 }
+
+/// One process-wide lock around every call into ZBar and OpenCV. Each detector instance is used by
+/// one thread at a time already; this also keeps the libraries' own shared state (ZBar's lazily
+/// initialised reference lock, OpenCV's cascade loading and thread pool) away from concurrent
+/// first use by several outputs. Detection is one output's work, so the cost is nil in practice.
+enum DetectorLibraries {
+    static let lock = Locked(())
+}
