@@ -23,6 +23,8 @@ public struct LumaImage: Sendable {
     /// Copies the luma of `region` (pixels, clamped to the frame) out of a planar (NV12, I420) or
     /// packed YUYV buffer; nil for other formats (convert first).
     public static func copy(from buffer: PixelBuffer, region: PixelRegion? = nil) -> LumaImage? {
+        // Compressed (MJPEG) and RGB buffers have no luma plane: the caller converts them first.
+        guard [PixelFormat.nv12, .yuv420, .yuyv].contains(buffer.format) else { return nil }
         let frame = Dimensions(width: buffer.width, height: buffer.height)
         let r = (region ?? PixelRegion(x: 0, y: 0, width: buffer.width, height: buffer.height)).clamped(to: frame)
         guard r.width > 0, r.height > 0 else { return nil }

@@ -88,3 +88,36 @@ import Testing
         #expect(!without.stdout.contains("metadataBoxesDrawn"), "no sheet, no boxes")
     }
 }
+
+@Suite struct MetadataFixtureTests {
+    /// The output works on any device: a fixture of MJPEG frames (decoded for detection) recorded
+    /// from a simulated webcam showing a QR code, replayed by `fixture:PATH`, reads the same string.
+    @Test func scanReadsAQRCodeFromAnMJPEGFixture() throws {
+        let dir = try TestSupport.temporaryDirectory()
+        let fixture = dir + "/qr.nut"
+        let record = try TestSupport.run(CommandLineTests.binary, ["fixture", "record", "--camera", "sim:webcam", "--format", "640x480@30:MJPG",
+                                                                  "--control", "scene.qrCode=from a fixture", "--duration", "1",
+                                                                  "--pace", "virtual", fixture])
+        #expect(record.status == 0, "\(record.stderr)")
+        let scan = try TestSupport.run(CommandLineTests.binary, ["scan", "--camera", "fixture:" + fixture, "--types", "qr",
+                                                                "--duration", "0.9", "--json"])
+        #expect(scan.status == 0, "\(scan.stderr)")
+        let records = try ScanCommandLineTests.lines(scan.stdout)
+        let values = records.compactMap { $0["value"] as? String }
+        #expect(values.count >= 25 && Set(values) == ["from a fixture"], "\(values.count) reads")
+    }
+}
+
+@Suite struct MetadataDeterminismTests {
+    /// Virtual time: the same scene and seed give the same batches, object for object.
+    @Test func twoVirtualRunsGiveIdenticalDetections() async throws {
+        func run() async throws -> [[MetadataObject]] {
+            try await MetadataScan.run(controls: MetadataOutputTests.sharp + [("scene.qrCode", "again"), ("scene.qrCode.motion", "0.5"),
+                                                                            ("scene.face", "on"), ("scene.face.x", "0.2")],
+                                       types: [.qr, .face], frames: 40).batches.filter { ($0.first?.time ?? .invalid) < MediaTime(value: 40, timescale: 30) }
+        }
+        let a = try await run(), b = try await run()
+        #expect(a.count >= 30)
+        #expect(a == b)
+    }
+}
