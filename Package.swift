@@ -27,6 +27,18 @@ let package = Package(
         .systemLibrary(
             name: "CALSA", path: "Sources/CALSA",
             pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
+        // Detectors and the simulator's code encoder: ZBar (codes), libqrencode (QR rendering).
+        .systemLibrary(
+            name: "CZBar", path: "Sources/CZBar", pkgConfig: "zbar", providers: [.apt(["libzbar-dev"])]),
+        .systemLibrary(
+            name: "CQREncode", path: "Sources/CQREncode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
+        // OpenCV's cascade face detector behind a C header (Debian ships no opencv4.pc without the
+        // whole of libopencv-dev, so the include path and libraries are named here).
+        .target(
+            name: "CFaceDetect", path: "Sources/CFaceDetect",
+            cxxSettings: [.unsafeFlags(["-I/usr/include/opencv4"])],
+            linkerSettings: [.linkedLibrary("opencv_objdetect"), .linkedLibrary("opencv_imgproc"), .linkedLibrary("opencv_core"),
+                             .linkedLibrary("stdc++")]),
         // What Swift cannot import: function-like macros, compound literals, ioctl numbers.
         .target(name: "CCaptureShims", dependencies: ["CFFmpeg", "CV4L2", "CALSA"], path: "Sources/CCaptureShims"),
 
@@ -39,10 +51,12 @@ let package = Package(
             path: "Sources/CaptureMedia"),
         // Recovers frame indices, sync markers and tones from decoded media.
         .target(name: "CaptureAnalysis", dependencies: ["CaptureCore"], path: "Sources/CaptureAnalysis"),
-        // The deterministic simulator backend and its device profiles.
+        // The deterministic simulator backend and its device profiles (and scene assets: the face photo).
         .target(
-            name: "CaptureSimulator", dependencies: ["CaptureCore", "CCaptureShims"], path: "Simulator",
-            sources: ["Sources"], resources: [.copy("Profiles")]),
+            name: "CaptureSimulator", dependencies: ["CaptureCore", "CCaptureShims", "CQREncode"], path: "Simulator",
+            sources: ["Sources"], resources: [.copy("Profiles"), .copy("SceneAssets")]),
+        // Thin wrappers of the detectors a metadata output runs: ZBar (codes) and OpenCV (faces).
+        .target(name: "CaptureDetection", dependencies: ["CaptureCore", "CZBar", "CFaceDetect"], path: "Sources/CaptureDetection"),
         // The V4L2 camera backend (real kernel drivers) and the ALSA microphone backend.
         .target(
             name: "CaptureV4L2",
@@ -55,7 +69,8 @@ let package = Package(
         // The public umbrella: re-exports the modules and adds the file outputs.
         .target(
             name: "CaptureKit",
-            dependencies: ["CaptureCore", "CaptureMedia", "CaptureAnalysis", "CaptureSimulator", "CaptureV4L2", "CaptureALSA"],
+            dependencies: ["CaptureCore", "CaptureMedia", "CaptureAnalysis", "CaptureSimulator", "CaptureV4L2", "CaptureALSA",
+                           "CaptureDetection"],
             path: "Sources/CaptureKit"),
         // Benchmark rows for ci/bench (timing lives here, never in tests).
         .executableTarget(name: "capture-bench", dependencies: ["CaptureKit"], path: "Sources/capture-bench"),

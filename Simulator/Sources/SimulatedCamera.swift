@@ -50,6 +50,7 @@ final class SimulatedCamera: ControlReportingDevice {
         var shakeAmplitude = 0.0
         /// What the session's connections ask for (`stabilization.mode`); the frame clamps it to its format.
         var stabilization = VideoStabilizationMode.off
+        var items = SceneItemSettings()
     }
 
     struct AFSweep {
@@ -97,6 +98,7 @@ final class SimulatedCamera: ControlReportingDevice {
         var shakeAmplitude = 0.0
         /// The stabilization in effect for this frame: the requested mode if the format has it, else off.
         var stabilization = VideoStabilizationMode.off
+        var items: SceneItemSettings
     }
 
     init(profile: SimulatedDeviceProfile, capabilities: SimulatedCameraCapabilities, seed: UInt64, scenario: SimulatorScenario,
@@ -115,7 +117,7 @@ final class SimulatedCamera: ControlReportingDevice {
         let settings = Settings(focusMode: capabilities.focusModes.isEmpty ? .locked : capabilities.defaultFocusMode,
                                 lensTarget: focus, exposureMode: capabilities.defaultExposureMode,
                                 customDuration: duration, customISO: iso, whiteBalanceMode: capabilities.defaultWhiteBalanceMode,
-                                scene: scene)
+                                scene: scene, items: scene.items)
         let live = Live(lens: focus, exposure: duration * iso, duration: duration, iso: iso,
                         aeAdjusting: [.autoExpose, .continuousAutoExposure].contains(capabilities.defaultExposureMode),
                         awbAdjusting: [.autoWhiteBalance, .continuousAutoWhiteBalance].contains(capabilities.defaultWhiteBalanceMode))
@@ -239,6 +241,18 @@ final class SimulatedCamera: ControlReportingDevice {
         let stabilizing = Set(formats.flatMap(\.supportedStabilizationModes))
         menu(.videoStabilizationMode, VideoStabilizationMode.allCases.filter { $0 == .auto || stabilizing.contains($0) }.map(\.rawValue),
              VideoStabilizationMode.off.rawValue)
+        list.append(ControlDescription(id: .sceneQRCode, kind: .text, defaultValue: .text("")))
+        flag(.sceneFace, false)
+        for key in ControlID.sceneItemNumberKeys {
+            let defaults = key.hasPrefix("scene.qrCode") ? settings.items.qr : settings.items.facePlacement
+            switch key.split(separator: ".").last! {
+            case "x": real(.custom(key), -1, 2, defaults.x)
+            case "y": real(.custom(key), -1, 2, defaults.y)
+            case "size": real(.custom(key), 0.01, 2, defaults.size)
+            case "rotation": real(.custom(key), -360, 360, defaults.rotation)
+            default: real(.custom(key), -10, 10, defaults.motion)
+            }
+        }
         return list
     }
 
@@ -335,6 +349,23 @@ final class SimulatedCamera: ControlReportingDevice {
             case .videoStabilizationMode:
                 guard let m = value.menuValue.flatMap(VideoStabilizationMode.init(rawValue:)) else { throw unsupported }
                 s.settings.stabilization = m
+            case .sceneQRCode:
+                guard case .text(let text) = value else { throw unsupported }
+                s.settings.items.qrCode = text
+            case .sceneFace: s.settings.items.face = value.boolValue ?? false
+            case .custom(let key) where ControlID.sceneItemNumberKeys.contains(key):
+                guard let v = number else { throw unsupported }
+                let parts = key.split(separator: ".")
+                let isQR = parts[1] == "qrCode"
+                var p = isQR ? s.settings.items.qr : s.settings.items.facePlacement
+                switch parts[2] {
+                case "x": p.x = v
+                case "y": p.y = v
+                case "size": p.size = v
+                case "rotation": p.rotation = v
+                default: p.motion = v
+                }
+                if isQR { s.settings.items.qr = p } else { s.settings.items.facePlacement = p }
             default:
                 throw CaptureError.controlNotSupported(device: profile.uniqueID, control: control.description, detail: "not settable")
             }
@@ -401,6 +432,15 @@ final class SimulatedCamera: ControlReportingDevice {
         v[.sceneMaxTorchLevel] = .real(st.scene.maxTorchLevel)
         v[.sceneShakeAmplitude] = .real(st.shakeAmplitude)
         v[.videoStabilizationMode] = .menu(st.stabilization.rawValue)
+        v[.sceneQRCode] = .text(st.items.qrCode)
+        v[.sceneFace] = .bool(st.items.face)
+        for (item, p) in [("qrCode", st.items.qr), ("face", st.items.facePlacement)] {
+            v[.custom("scene.\(item).x")] = .real(p.x)
+            v[.custom("scene.\(item).y")] = .real(p.y)
+            v[.custom("scene.\(item).size")] = .real(p.size)
+            v[.custom("scene.\(item).rotation")] = .real(p.rotation)
+            v[.custom("scene.\(item).motion")] = .real(p.motion)
+        }
         return v
     }
 
@@ -492,7 +532,7 @@ final class SimulatedCamera: ControlReportingDevice {
             return FramePlan(revision: s.revision, effects: effects, exposureSeconds: duration, metering: metering,
                              values: Self.values(s, c), minISO: minISO, maxISO: maxISO, minDuration: minDuration,
                              aeMaxDuration: aeMaxDuration, width: width, shakeAmplitude: s.settings.shakeAmplitude,
-                             stabilization: Self.activeStabilization(s.settings.stabilization, format))
+                             stabilization: Self.activeStabilization(s.settings.stabilization, format), items: s.settings.items)
         }
     }
 

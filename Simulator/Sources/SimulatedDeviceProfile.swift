@@ -40,6 +40,9 @@ public struct SimulatedScene: Sendable, Hashable {
     public var luminance = 1.0
     /// The simulated thermal state: the highest torch level available.
     public var maxTorchLevel = 1.0
+    /// A QR code and a face in view (profile keys as the controls without `scene.`: `qrCode`,
+    /// `qrCode.x`…, `face`, `face.x`…); none by default.
+    public var items = SceneItemSettings()
 
     public init() {}
 }
@@ -426,7 +429,8 @@ struct ProfileParser {
     func scene(_ value: Any?) throws(CaptureError) -> SimulatedScene {
         var s = SimulatedScene()
         guard let value else { return s }
-        let o = try object(value, "scene", allowed: ["illuminant", "subjectDistance", "luminance", "maxTorchLevel"])
+        let itemKeys = ["qrCode", "face"] + ControlID.sceneItemNumberKeys.map { String($0.dropFirst("scene.".count)) }
+        let o = try object(value, "scene", allowed: Set(["illuminant", "subjectDistance", "luminance", "maxTorchLevel"] + itemKeys))
         s.illuminant = try number(o, "illuminant", "scene.", default: s.illuminant)
         guard (1000...15000).contains(s.illuminant) else { throw fail("scene.illuminant", "must be 1000…15000 K") }
         s.subjectDistance = try number(o, "subjectDistance", "scene.", default: s.subjectDistance)
@@ -435,6 +439,21 @@ struct ProfileParser {
         guard s.luminance > 0 else { throw fail("scene.luminance", "must be positive") }
         s.maxTorchLevel = try number(o, "maxTorchLevel", "scene.", default: s.maxTorchLevel)
         guard (0...1).contains(s.maxTorchLevel) else { throw fail("scene.maxTorchLevel", "must be 0…1") }
+        s.items.qrCode = try string(o, "qrCode", "scene.", default: "")
+        s.items.face = try bool(o, "face", "scene.")
+        for (item, placement) in [("qrCode", s.items.qr), ("face", s.items.facePlacement)] {
+            var p = placement
+            p.x = try number(o, item + ".x", "scene.", default: p.x)
+            p.y = try number(o, item + ".y", "scene.", default: p.y)
+            p.size = try number(o, item + ".size", "scene.", default: p.size)
+            guard p.size > 0.01, p.size <= 2 else { throw fail("scene.\(item).size", "must be 0.01…2 (a fraction of the frame height)") }
+            p.rotation = try number(o, item + ".rotation", "scene.", default: p.rotation)
+            p.motion = try number(o, item + ".motion", "scene.", default: p.motion)
+            guard (-1...2).contains(p.x), (-1...2).contains(p.y) else { throw fail("scene.\(item).x/y", "must be -1…2 (fractions of the frame)") }
+            guard (-360...360).contains(p.rotation) else { throw fail("scene.\(item).rotation", "must be -360…360 degrees") }
+            guard (-10...10).contains(p.motion) else { throw fail("scene.\(item).motion", "must be -10…10 frame widths per second") }
+            if item == "qrCode" { s.items.qr = p } else { s.items.facePlacement = p }
+        }
         return s
     }
 }

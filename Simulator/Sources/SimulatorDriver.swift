@@ -128,6 +128,7 @@ public final class SimulatorScenario: Sendable {
         /// Devices whose plugged-in state was set (by a profile's `pluggedIn` or connect/disconnect).
         var plugDecided: Set<String> = []
         var microphones: [String: MicrophoneSettings] = [:]
+        var sceneTruth: [String: [SceneTruthFrame]] = [:]
     }
 
     /// A simulated microphone's data source (nil: the port's default) and gain stage (0…1).
@@ -168,6 +169,24 @@ public final class SimulatorScenario: Sendable {
 
     public func authorizationStatus(for mediaType: MediaType) -> AuthorizationStatus {
         state.withLock { $0.status[mediaType] ?? .notDetermined }
+    }
+
+    /// The ground truth of a simulated camera's scene items: for each frame drawn with a QR code
+    /// or a face (oldest first, the last `sceneTruthLimit` frames), what was drawn and where.
+    public func sceneTruth(for uniqueID: String) -> [SceneTruthFrame] {
+        state.withLock { $0.sceneTruth[uniqueID] ?? [] }
+    }
+
+    /// Frames of truth kept per camera.
+    public static let sceneTruthLimit = 100_000
+
+    public func clearSceneTruth() { state.withLock { $0.sceneTruth = [:] } }
+
+    func recordSceneTruth(_ uniqueID: String, _ frame: SceneTruthFrame) {
+        state.withLock { s in
+            s.sceneTruth[uniqueID, default: []].append(frame)
+            if s.sceneTruth[uniqueID]!.count > Self.sceneTruthLimit { s.sceneTruth[uniqueID]!.removeFirst(Self.sceneTruthLimit / 10) }
+        }
     }
 
     public func setAuthorizationStatus(_ status: AuthorizationStatus, for mediaType: MediaType) {
@@ -438,7 +457,12 @@ final class SimulatedVideoStream: ReconfigurableStream {
                                      amplitude: plan.shakeAmplitude, mode: plan.stabilization) : nil
             let measurements = renderer.render(frame: index, effects: plan.effects,
                                                syncFlash: SyntheticFrameRenderer.showsSyncFlash(offset: offset, previous: previous),
-                                               metering: plan.metering, motion: motion, into: compression?.scratch ?? buffer)
+                                               metering: plan.metering, motion: motion, into: compression?.scratch ?? buffer, items: plan.items)
+            if !plan.items.isEmpty {
+                camera.scenario.recordSceneTruth(camera.profile.uniqueID, SceneTruthFrame(
+                    frameIndex: index, presentationTime: pts, frameSize: Dimensions(width: renderer.width, height: renderer.height),
+                    items: renderer.sceneTruth(frame: index, items: plan.items, zoom: plan.effects.zoom)))
+            }
             if let compression { try compression.compressor.compress(compression.scratch, into: buffer) }
             camera.endFrame(plan, measurements: measurements, presentationTime: pts)
             for handler in applied { handler(pts) }

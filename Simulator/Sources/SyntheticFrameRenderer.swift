@@ -88,6 +88,7 @@ public final class SyntheticFrameRenderer: Sendable {
     private let cache = Locked<BackgroundCache?>(nil)
     /// The copy a shaken or stabilized frame is moved from (made on first use).
     private let motionScratch = Locked<PixelBuffer?>(nil)
+    let painter = SceneItemPainter()
 
     struct YCbCr: Sendable, Hashable { var y: UInt8, cb: UInt8, cr: UInt8 }
     struct LinearColor: Sendable { var r: Double, g: Double, b: Double }
@@ -228,8 +229,10 @@ public final class SyntheticFrameRenderer: Sendable {
     /// draws the markers.
     /// `motion` (camera shake and stabilization, `CameraShake`) moves the picture after the camera
     /// effects and before the statistics and markers; nil or identity leaves it where it is.
+    /// Scene items (`items`: a QR code, a face) are drawn over the scene before the camera's blur
+    /// and noise, and under the markers.
     public func render(frame index: Int64, effects: CameraEffects, syncFlash: Bool, metering: MeteringRequest?,
-                       motion: FrameMotion? = nil, into buffer: PixelBuffer) -> FrameMeasurements {
+                       motion: FrameMotion? = nil, into buffer: PixelBuffer, items: SceneItemSettings = SceneItemSettings()) -> FrameMeasurements {
         precondition(buffer.format == pixelFormat && buffer.width == width && buffer.height == height,
                      "buffer does not match the renderer's format")
         drawBackground(effects, into: buffer)
@@ -239,6 +242,10 @@ public final class SyntheticFrameRenderer: Sendable {
         let x = Int((Int64(boxX0) + sceneFrame * Int64(boxSpeed)) % Int64(span)) & ~1
         let box = transform(SceneRect(x0: x, y0: boxY, x1: x + boxSize, y1: boxY + boxSize, color: boxColorIndex), zoom: effects.zoom)
         fill(buffer, rows: box.y0..<box.y1, columns: box.x0..<box.x1, color: boxColor)
+        if !items.isEmpty {
+            painter.paint(items, seconds: itemSeconds(frame: index), zoom: effects.zoom, gain: (effects.red, effects.green, effects.blue),
+                          fullRange: effects.fullRange, into: buffer)
+        }
         if effects.blurRadius > 0 { CameraImaging.blur(buffer, radius: effects.blurRadius) }
         if effects.noiseSigma >= 0.25 { CameraImaging.addNoise(buffer, sigma: effects.noiseSigma, seed: seed, frame: index) }
         if let motion, !motion.isIdentity {
@@ -258,6 +265,16 @@ public final class SyntheticFrameRenderer: Sendable {
         fill(buffer, rows: layout.syncMarkerRows, columns: layout.syncMarkerColumns,
              color: YCbCr(y: syncFlash ? FrameMarkerLayout.lumaOne : FrameMarkerLayout.lumaZero, cb: 128, cr: 128))
         return measurements
+    }
+
+    /// Scene item time: frame index × frame duration (items move on the frame grid).
+    func itemSeconds(frame index: Int64) -> Double { Double(index) * frameDuration.seconds }
+
+    /// Where the scene items of frame `index` are (what `render` draws with the same arguments).
+    public func sceneTruth(frame index: Int64, items: SceneItemSettings, zoom: Double) -> [SceneItemTruth] {
+        guard !items.isEmpty else { return [] }
+        return painter.truth(items, seconds: itemSeconds(frame: index), frame: Dimensions(width: width, height: height), zoom: zoom,
+                             topBand: layout.stampBandHeight)
     }
 
     private func scale(_ c: LinearColor, _ e: CameraEffects) -> LinearColor {

@@ -408,6 +408,8 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
             guard let m = value.menuValue, entries.contains(m) else {
                 throw .valueOutOfRange(control: name, value: "\(value)", allowed: entries.joined(separator: ", "))
             }
+        case .text:
+            guard case .text = value else { throw .valueOutOfRange(control: name, value: "\(value)", allowed: "text") }
         }
     }
 

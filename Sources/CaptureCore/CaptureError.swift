@@ -84,6 +84,11 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
     case sessionConfigurationChanged(device: String, from: String, to: String)
     /// `VideoRecorder.cancel()` ended the recording; its file was removed.
     case recordingCancelled
+    /// A metadata output was asked for an object type its detectors cannot find now (or before it
+    /// is attached to a session with a video input, when nothing is available).
+    case metadataObjectTypeNotAvailable(type: String, available: [String])
+    /// A detector (ZBar, OpenCV) could not be set up or failed; `reason` says why.
+    case detectorUnavailable(detector: String, reason: String)
 
     /// A failed write on `path` as the typed error for its errno: ENOSPC and EDQUOT are `diskFull`,
     /// everything else `writeFailed`.
@@ -200,6 +205,13 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
             return "the recording stopped because '\(device)' changed format while recording (\(from) → \(to)); the file is complete up to the last \(from) frame; start a new recording to record the new format"
         case .recordingCancelled:
             return "the recording was cancelled and its file removed; record again to keep a movie"
+        case .metadataObjectTypeNotAvailable(let type, let available):
+            if available.isEmpty {
+                return "metadata object type '\(type)' is not available: nothing is until the output is in a session with a video input (add the output first, then set metadataObjectTypes)"
+            }
+            return "metadata object type '\(type)' is not available (available: \(available.joined(separator: ", "))); pick from availableMetadataObjectTypes"
+        case .detectorUnavailable(let detector, let reason):
+            return "the \(detector) detector is unavailable: \(reason); install its Debian package (ci/setup lists them)"
         }
     }
 }

@@ -18,7 +18,11 @@ extension CaptureDevice {
         "focus.mode", "focus.lensPosition", "exposure.mode", "exposure.duration", "exposure.iso", "exposure.bias",
         "whiteBalance.mode", "whiteBalance.temperature", "torch.mode", "torch.level", "zoom.factor",
         "scene.illuminant", "scene.subjectDistance", "scene.luminance", "scene.maxTorchLevel", "scene.shakeAmplitude",
-    ]
+    ] + sceneItemKeys
+
+    /// The simulator's scene items (a QR code, a face): `scene.qrCode` is text (empty: none),
+    /// `scene.face` on/off, the rest numbers (see `ControlID.sceneItemNumberKeys`).
+    public static let sceneItemKeys = ["scene.qrCode", "scene.face"] + ControlID.sceneItemNumberKeys
 
     private static func n(_ v: Double) -> String { String(format: "%g", v) }
 
@@ -64,6 +68,18 @@ extension CaptureDevice {
                 list.append(status(key, false, "", nil, lock: false))
             }
         }
+        for key in Self.sceneItemKeys {
+            let id = ControlID.custom(key)
+            let description = controlDescription(id)
+            let current = try? value(of: id)
+            switch description?.kind {
+            case .text?: list.append(status(key, true, "any text (empty: no code)", current?.description, lock: false))
+            case .bool?: list.append(status(key, true, "on, off", current?.boolValue.map { $0 ? "on" : "off" }, lock: false))
+            case .real(let lo, let hi)?:
+                list.append(status(key, true, "\(Self.n(lo))…\(Self.n(hi))", current?.doubleValue.map { Self.n($0) }, lock: false))
+            default: list.append(status(key, false, "", nil, lock: false))
+            }
+        }
         return list
     }
 
@@ -96,6 +112,16 @@ extension CaptureDevice {
         case "torch.level": try setTorchModeOn(level: try number())
         case "zoom.factor": try setVideoZoomFactor(try number())
         case "scene.illuminant", "scene.subjectDistance", "scene.luminance", "scene.maxTorchLevel", "scene.shakeAmplitude":
+            try setValue(.real(try number()), for: .custom(key))
+        case "scene.qrCode":
+            guard controlDescription(.custom(key)) != nil else {
+                throw .controlNotSupported(device: uniqueID, control: key, detail: "only simulated cameras have scene items")
+            }
+            try setValue(.text(text), for: .custom(key))
+        case "scene.face":
+            guard let on = ["on": true, "true": true, "1": true, "off": false, "false": false, "0": false][text.lowercased()] else { throw bad() }
+            try setValue(.bool(on), for: .custom(key))
+        case let key where ControlID.sceneItemNumberKeys.contains(key):
             try setValue(.real(try number()), for: .custom(key))
         default:
             throw .unknownControl(key: key, known: Self.controlKeys.joined(separator: ", "))

@@ -146,6 +146,16 @@ extension ControlID {
     /// values). Set by the session from its connections' active modes, not by apps.
     public static let videoStabilizationMode = ControlID.custom("stabilization.mode")
 
+    // The simulator's scene items (a QR code and a face photograph, each optionally moving).
+    public static let sceneQRCode = ControlID.custom("scene.qrCode")
+    public static let sceneFace = ControlID.custom("scene.face")
+    /// Centre (0…1 of the frame), size (fraction of the frame height), rotation (degrees,
+    /// clockwise) and motion (frame widths per second along a horizontal back-and-forth path) of
+    /// each item.
+    public static let sceneItemNumberKeys = ["qrCode", "face"].flatMap { item in
+        ["x", "y", "size", "rotation", "motion"].map { "scene.\(item).\($0)" }
+    }
+
     /// Scene parameters describe the world, not the device, so they need no configuration lock.
     public var isSceneParameter: Bool { description.hasPrefix("scene.") }
 }
@@ -156,7 +166,7 @@ extension ControlValue {
         case .real(let d): return d
         case .integer(let i): return Double(i)
         case .bool(let b): return b ? 1 : 0
-        case .menu: return nil
+        case .menu, .text: return nil
         }
     }
 
@@ -165,7 +175,7 @@ extension ControlValue {
         case .bool(let b): return b
         case .integer(let i): return i != 0
         case .real(let d): return d != 0
-        case .menu: return nil
+        case .menu, .text: return nil
         }
     }
 

@@ -48,6 +48,8 @@ public enum ControlValue: Hashable, Sendable, CustomStringConvertible {
     case real(Double)
     /// One of the control's menu entries, by name.
     case menu(String)
+    /// Free text (the simulator's `scene.qrCode` content).
+    case text(String)
 
     public var description: String {
         switch self {
@@ -55,6 +57,7 @@ public enum ControlValue: Hashable, Sendable, CustomStringConvertible {
         case .integer(let i): return String(i)
         case .real(let d): return String(d)
         case .menu(let m): return m
+        case .text(let t): return t
         }
     }
 }
@@ -66,6 +69,8 @@ public struct ControlDescription: Hashable, Sendable {
         case integer(min: Int64, max: Int64, step: Int64)
         case real(min: Double, max: Double)
         case menu([String])
+        /// Any text (possibly empty).
+        case text
     }
 
     public var id: ControlID

@@ -47,6 +47,8 @@ public struct InspectionReport: Sendable, Codable {
     public var thumbnails: [Thumbnail]
     /// nil when the file is whole: every packet reads and decodes cleanly and its boxes tile it.
     public var damage: Damage?
+    /// Metadata boxes (`Options.metadataBoxes`) drawn on the contact sheet's thumbnails.
+    public var metadataBoxesDrawn: Int? = nil
 
     public var passed: Bool { checks.allSatisfy(\.passed) }
 
@@ -77,6 +79,17 @@ public struct InspectionReport: Sendable, Codable {
     }
 }
 
+/// One detection to outline on a contact sheet: seconds into the movie, a normalised box (native
+/// orientation, origin top-left) and its type's short name (`qr`, `face`…).
+public struct MetadataBox: Sendable, Hashable {
+    public var time: Double
+    public var x, y, width, height: Double
+    public var type: String
+    public init(time: Double, x: Double, y: Double, width: Double, height: Double, type: String) {
+        self.time = time; self.x = x; self.y = y; self.width = width; self.height = height; self.type = type
+    }
+}
+
 /// Runs the inspection; see `InspectionReport`.
 public enum RecordingInspector {
     public struct Options: Sendable {
@@ -85,6 +98,9 @@ public enum RecordingInspector {
         public var maxAVOffset: Double?
         public var contactSheetPath: String?
         public var thumbnailCount = 12
+        /// Detections to outline on the contact sheet (e.g. `capture record --metadata`'s lines):
+        /// drawn on the thumbnail whose time is within 1/60 s of theirs.
+        public var metadataBoxes: [MetadataBox] = []
         public init(expectFrames: Int? = nil, maxAVOffset: Double? = nil, contactSheetPath: String? = nil) {
             self.expectFrames = expectFrames
             self.maxAVOffset = maxAVOffset
@@ -193,8 +209,12 @@ public enum RecordingInspector {
             checks.append(.init(name: "max-av-offset", passed: passed, detail: detail))
         }
         var thumbnails: [InspectionReport.Thumbnail] = []
+        var boxesDrawn: Int?
         if let out = options.contactSheetPath {
-            let jpeg = try sheet.render(levels: levels, analysis: analysis, thumbnails: &thumbnails)
+            var drawn = 0
+            let jpeg = try sheet.render(levels: levels, analysis: analysis, thumbnails: &thumbnails,
+                                        boxes: options.metadataBoxes, boxesDrawn: &drawn)
+            if !options.metadataBoxes.isEmpty { boxesDrawn = drawn }
             // An existing sheet is replaced (as before); the write itself is checked.
             try? FileManager.default.removeItem(atPath: out)
             try NewFile.write(jpeg, to: out)
@@ -204,7 +224,8 @@ public enum RecordingInspector {
             bitrate: info.duration.flatMap { $0 > 0 ? Int(Double(size * 8) / $0) : nil },
             streams: streams, decodedVideoFrames: frames, hasMarkers: hasMarkers,
             analysis: frames > 0 || analysis.audioDuration != nil ? analysis : nil,
-            checks: checks, contactSheet: options.contactSheetPath, thumbnails: thumbnails, damage: damage)
+            checks: checks, contactSheet: options.contactSheetPath, thumbnails: thumbnails, damage: damage,
+            metadataBoxesDrawn: boxesDrawn)
     }
 
     /// Classifies the damage and says it in a sentence.
@@ -306,7 +327,12 @@ final class ContactSheetBuilder {
         picked.append((number, frame.presentationTime, thumb))
     }
 
-    func render(levels: AudioLevelTrack, analysis: RecordingReport, thumbnails: inout [InspectionReport.Thumbnail]) throws(CaptureError) -> [UInt8] {
+    /// Outline colours (Y, Cb, Cr): codes green, faces yellow.
+    static let codeBoxColor: (UInt8, UInt8, UInt8) = (150, 44, 21)
+    static let faceBoxColor: (UInt8, UInt8, UInt8) = (210, 16, 146)
+
+    func render(levels: AudioLevelTrack, analysis: RecordingReport, thumbnails: inout [InspectionReport.Thumbnail],
+                boxes: [MetadataBox] = [], boxesDrawn: inout Int) throws(CaptureError) -> [UInt8] {
         let ordered = picked.sorted { $0.time < $1.time }
         let thumbHeight = ordered.first?.pixels.height ?? 180
         let rows = max(1, (ordered.count + Self.columns - 1) / Self.columns)
@@ -327,6 +353,16 @@ final class ContactSheetBuilder {
             painter.text(label, x: x + 2, y: y + item.pixels.height + 4, scale: 2)
             thumbnails.append(.init(frameNumber: item.number, stampIndex: stamp, time: item.time,
                                     x: x, y: y, width: item.pixels.width, height: item.pixels.height))
+            for box in boxes where abs(box.time - item.time) < 1.0 / 60 {
+                let w = Double(item.pixels.width), h = Double(item.pixels.height)
+                let bx = x + Int(box.x * w), by = y + Int(box.y * h)
+                let bw = max(2, Int(box.width * w)), bh = max(2, Int(box.height * h))
+                let c = box.type == "face" ? Self.faceBoxColor : Self.codeBoxColor
+                for (rx, ry, rw, rh) in [(bx, by, bw, 2), (bx, by + bh - 2, bw, 2), (bx, by, 2, bh), (bx + bw - 2, by, 2, bh)] {
+                    painter.fill(x: rx, y: ry, width: rw, height: rh, luma: c.0, chroma: (c.1, c.2))
+                }
+                boxesDrawn += 1
+            }
         }
         // Audio level strip: one column per slice of the audio, height from −60…0 dBFS.
         let stripY = height - Self.pad - Self.stripHeight

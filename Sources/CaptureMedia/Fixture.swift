@@ -131,6 +131,7 @@ enum FixtureJSON {
         case .integer(let i): return ["integer": i]
         case .real(let d): return ["real": d]
         case .menu(let m): return ["menu": m]
+        case .text(let t): return ["text": t]
         }
     }
 
@@ -152,6 +153,7 @@ enum FixtureJSON {
                 case .integer(let lo, let hi, let step): kind = ["integer": [lo, hi, step]]
                 case .real(let lo, let hi): kind = ["real": [lo, hi]]
                 case .menu(let entries): kind = ["menu": entries]
+                case .text: kind = ["text": true]
                 }
                 var entry: [String: Any] = ["id": c.id.description, "kind": kind, "default": value(c.defaultValue),
                                             "volatile": c.isVolatile, "readOnly": c.isReadOnly]
@@ -237,6 +239,7 @@ enum FixtureJSON {
         case "integer": return .integer(try int(v, field + ".integer"))
         case "real": return .real(try double(v, field + ".real"))
         case "menu": return .menu(try string(v, field + ".menu"))
+        case "text": return .text(try string(v, field + ".text"))
         default: throw Problem(field: field, problem: "unknown value kind '\(key)'")
         }
     }
@@ -289,6 +292,8 @@ enum FixtureJSON {
                 var entries: [String] = []
                 for (j, e) in try array(m, cp + ".kind.menu").enumerated() { entries.append(try string(e, "\(cp).kind.menu[\(j)]")) }
                 kind = .menu(entries)
+            } else if kindObject["text"] != nil {
+                kind = .text
             } else {
                 throw Problem(field: cp + ".kind", problem: "expected one of bool, integer, real, menu")
             }

@@ -47,8 +47,29 @@ struct InspectCommand: ParsableCommand {
         return Double(t)
     }
 
+    @Option(name: .customLong("metadata"), help: "JSON lines of detections (from `capture record --metadata`) to outline on the contact sheet. (default: FILE's .metadata.jsonl beside it, when there is one)")
+    var metadata: String?
+
+    /// The boxes of a `record --metadata` file, at their movie times.
+    static func metadataBoxes(_ path: String) throws -> [MetadataBox] {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+            throw ValidationError("--metadata \(path): cannot read the file")
+        }
+        let decoder = JSONDecoder()
+        return try text.split(separator: "\n").enumerated().map { i, line in
+            guard let r = try? decoder.decode(MetadataRecord.self, from: Data(line.utf8)), r.bounds.count == 4 else {
+                throw ValidationError("--metadata \(path): line \(i + 1) is not a detection (capture record --metadata writes them)")
+            }
+            return MetadataBox(time: r.movieTime ?? r.time, x: r.bounds[0], y: r.bounds[1], width: r.bounds[2], height: r.bounds[3], type: r.type)
+        }
+    }
+
     func run() throws {
         var options = RecordingInspector.Options(expectFrames: expectFrames, contactSheetPath: contactSheet)
+        let besideMovie = RecordCommand.metadataPath(for: file)
+        if let path = metadata ?? (contactSheet != nil && FileManager.default.fileExists(atPath: besideMovie) ? besideMovie : nil) {
+            options.metadataBoxes = try Self.metadataBoxes(path)
+        }
         if let maxAVOffset {
             guard let seconds = Self.parseDuration(maxAVOffset), seconds >= 0 else {
                 throw ValidationError("--max-av-offset takes a duration such as 40ms or 0.04s")
@@ -127,6 +148,7 @@ struct InspectCommand: ParsableCommand {
         }
         for c in r.checks { lines.append("check \(c.name): \(c.passed ? "ok" : "FAILED") — \(c.detail)") }
         if let sheet = r.contactSheet { lines.append("contact sheet: \(sheet) (\(r.thumbnails.count) thumbnails)") }
+        if let drawn = r.metadataBoxesDrawn { lines.append("metadata boxes drawn on the contact sheet: \(drawn)") }
         return lines.joined(separator: "\n")
     }
 }

@@ -85,6 +85,12 @@ struct RecordCommand: AsyncParsableCommand {
     @Flag(help: "Print the summary as JSON.")
     var json = false
 
+    @Flag(help: "Also find faces and codes (a metadata output) and write them as JSON lines next to the movie: OUTPUT without its extension + .metadata.jsonl.")
+    var metadata = false
+
+    @Option(name: .customLong("metadata-types"), help: "With --metadata: the types to find (as `capture scan --types`).")
+    var metadataTypes: String = "qr,face"
+
     @Argument(help: "Output file (.mp4, .mov or .mkv).")
     var output: String
 
@@ -114,6 +120,11 @@ struct RecordCommand: AsyncParsableCommand {
         var wallSeconds: Double
         var speed: Double
         var file: MediaFileInfo
+        /// --metadata: the JSON-lines file, the objects written and how detection kept up.
+        var metadataFile: String?
+        var metadataObjects: Int?
+        var metadataDetectionRate: Double?
+        var metadataFramesSkipped: Int?
     }
 
     /// `--json` when the disk refused a write (the command still exits 1, the error on stderr).
@@ -160,6 +171,7 @@ struct RecordCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        let requestedMetadataTypes = metadata ? try MetadataTypeOption.parse(metadataTypes) : []
         let registry = CaptureKit.makeRegistry(seed: seed)
         let session = CaptureSession(pace: pace)
         // The camera's default format unless --size/--fps choose another (not the `high` preset's).
@@ -226,6 +238,8 @@ struct RecordCommand: AsyncParsableCommand {
             guard let cameraDevice else { throw CommandFailure(.invalidArgument("--control-at needs --camera")) }
             do { timeline = try ControlTimeline(device: cameraDevice, entries: controlAt) } catch { throw CommandFailure(error) }
         }
+        let metadataOutput = MetadataOutput()
+        var metadataWriter: MetadataLinesWriter?
         do {
             try session.addOutput(movie)
             if let timeline { try session.addOutput(timeline) }
@@ -234,6 +248,14 @@ struct RecordCommand: AsyncParsableCommand {
                 try video.setVideoMirrored(mirror)
                 video.preferredVideoStabilizationMode = stabilization
                 activeStabilization = video.activeVideoStabilizationMode
+            }
+            if metadata, cameraDevice != nil {
+                let path = Self.metadataPath(for: output)
+                let writer = try MetadataLinesWriter(path: path, movie: movie)
+                try session.addOutput(metadataOutput)
+                try metadataOutput.setMetadataObjectTypes(requestedMetadataTypes)
+                metadataOutput.setMetadataObjectsDelegate(writer, queue: writer.queue)
+                metadataWriter = writer
             }
             try session.startRunning()
             defer { session.stopRunning() }
@@ -251,6 +273,8 @@ struct RecordCommand: AsyncParsableCommand {
             if json, let kept = WriteFailureSummary(output: output, error: error) { print(encodeJSON(kept)) }
             throw CommandFailure(error)
         }
+        session.stopRunning()
+        let metadataCount = metadataWriter?.finish()
         if summary.stopReason == "maximumDuration" && limit == duration && (maxDuration ?? .infinity) > duration {
             summary.stopReason = "duration"
         }
@@ -270,12 +294,20 @@ struct RecordCommand: AsyncParsableCommand {
             preset: chosenPreset.rawValue, encodingPolicy: policy,
             peakRSSMegabytes: Self.peakRSSMegabytes(), cpuSeconds: Self.cpuSeconds(), stabilization: activeStabilization?.rawValue,
             controlTimeline: timeline?.applied, recording: summary, encoderQueueHighWater: movie.encoderQueueDepth.highWater, wallSeconds: wall,
-            speed: wall > 0 ? summary.duration / wall : 0, file: info)
+            speed: wall > 0 ? summary.duration / wall : 0, file: info,
+            metadataFile: metadataWriter.map { _ in Self.metadataPath(for: output) }, metadataObjects: metadataCount,
+            metadataDetectionRate: metadataWriter.map { _ in metadataOutput.statistics.detectionRate },
+            metadataFramesSkipped: metadataWriter.map { _ in metadataOutput.statistics.framesSkipped })
         if json {
             print(encodeJSON(result))
         } else {
             printHuman(result)
         }
+    }
+
+    /// `dir/name.mov` → `dir/name.metadata.jsonl`.
+    static func metadataPath(for output: String) -> String {
+        (output as NSString).deletingPathExtension + ".metadata.jsonl"
     }
 
     /// Applies --size and --fps under the configuration lock.
@@ -317,6 +349,9 @@ struct RecordCommand: AsyncParsableCommand {
         if let v = s.video { print("  video: \(v)") }
         if s.recording.invalidFramesSkipped > 0 {
             print("  \(s.recording.invalidFramesSkipped) damaged camera frames left out (first: \(s.recording.invalidFrameProblem ?? "?"))")
+        }
+        if let path = s.metadataFile {
+            print("  metadata: \(s.metadataObjects ?? 0) objects in \(path) (detection \(String(format: "%.1f", s.metadataDetectionRate ?? 0)) fps, \(s.metadataFramesSkipped ?? 0) frames skipped)")
         }
         if let m = s.microphone { print("  microphone  \(m): \(s.microphoneFormat ?? "")") }
         print("  file: \(s.file.formatName), \(s.file.duration.map { String(format: "%.3f s", $0) } ?? "?")")
