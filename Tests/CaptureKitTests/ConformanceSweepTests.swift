@@ -26,9 +26,9 @@ import Testing
 
     // MARK: The files
 
-    static func recordWithCLI(_ dir: String, _ name: String, _ file: String, _ arguments: [String], frames: Int?, duration: Double) throws -> Case {
+    static func recordWithCLI(_ dir: String, _ name: String, _ file: String, _ arguments: [String], frames: Int?, duration: Double) async throws -> Case {
         let path = "\(dir)/\(file)"
-        let result = try TestSupport.run(CommandLineTests.binary, ["record"] + arguments + ["--duration", String(duration), "--pace", "virtual", "--preset", "ultrafast", path])
+        let result = try await offPool(CommandLineTests.binary, ["record"] + arguments + ["--duration", String(duration), "--pace", "virtual", "--preset", "ultrafast", path])
         if result.status != 0 { throw CaptureError.invalidState("capture record for \(name) failed: \(result.stderr)") }
         return Case(name: name, file: path, frames: frames, duration: duration)
     }
@@ -36,23 +36,23 @@ import Testing
     static func makeFiles(_ dir: String) async throws -> [Case] {
         let av = ["--camera", "sim:back", "--microphone", "sim:mic", "--size", "640x480", "--fps", "30"]
         var cases: [Case] = []
-        cases.append(try recordWithCLI(dir, "MP4 A+V (fragments, defragmented)", "av.mp4", av, frames: 60, duration: 2))
-        cases.append(try recordWithCLI(dir, "MP4 A+V 0.5 s fragments", "frag.mp4", av + ["--fragment-interval", "0.5"], frames: 60, duration: 2))
-        cases.append(try recordWithCLI(dir, "MP4 A+V unfragmented", "plain.mp4", av + ["--fragment-interval", "0"], frames: 60, duration: 2))
-        cases.append(try recordWithCLI(dir, "MOV A+V", "av.mov", av, frames: 60, duration: 2))
-        cases.append(try recordWithCLI(dir, "MKV A+V", "av.mkv", av, frames: 60, duration: 2))
-        cases.append(try recordWithCLI(dir, "MP4 video only", "video.mp4", ["--camera", "sim:back", "--size", "640x480", "--fps", "30"], frames: 60, duration: 2))
-        cases.append(try recordWithCLI(dir, "MP4 audio only", "audio.mp4", ["--microphone", "sim:mic"], frames: nil, duration: 2))
-        cases.append(try recordWithCLI(dir, "MP4 rotated 90°", "rotated.mp4", av + ["--rotation", "90"], frames: 60, duration: 2))
+        cases.append(try await recordWithCLI(dir, "MP4 A+V (fragments, defragmented)", "av.mp4", av, frames: 60, duration: 2))
+        cases.append(try await recordWithCLI(dir, "MP4 A+V 0.5 s fragments", "frag.mp4", av + ["--fragment-interval", "0.5"], frames: 60, duration: 2))
+        cases.append(try await recordWithCLI(dir, "MP4 A+V unfragmented", "plain.mp4", av + ["--fragment-interval", "0"], frames: 60, duration: 2))
+        cases.append(try await recordWithCLI(dir, "MOV A+V", "av.mov", av, frames: 60, duration: 2))
+        cases.append(try await recordWithCLI(dir, "MKV A+V", "av.mkv", av, frames: 60, duration: 2))
+        cases.append(try await recordWithCLI(dir, "MP4 video only", "video.mp4", ["--camera", "sim:back", "--size", "640x480", "--fps", "30"], frames: 60, duration: 2))
+        cases.append(try await recordWithCLI(dir, "MP4 audio only", "audio.mp4", ["--microphone", "sim:mic"], frames: nil, duration: 2))
+        cases.append(try await recordWithCLI(dir, "MP4 rotated 90°", "rotated.mp4", av + ["--rotation", "90"], frames: 60, duration: 2))
         let mjpeg = ["--camera", "sim:webcam", "--microphone", "sim:mic", "--format", "640x480@30:MJPG"]
-        cases.append(try recordWithCLI(dir, "MOV MJPEG copied", "copied.mov", mjpeg, frames: 60, duration: 2))
-        cases.append(try recordWithCLI(dir, "MKV MJPEG copied", "copied.mkv", mjpeg, frames: 60, duration: 2))
-        cases.append(try recordWithCLI(dir, "MOV MJPEG encoded", "mjpeg.mov", av + ["--video-codec", "mjpeg"], frames: 60, duration: 2))
+        cases.append(try await recordWithCLI(dir, "MOV MJPEG copied", "copied.mov", mjpeg, frames: 60, duration: 2))
+        cases.append(try await recordWithCLI(dir, "MKV MJPEG copied", "copied.mkv", mjpeg, frames: 60, duration: 2))
+        cases.append(try await recordWithCLI(dir, "MOV MJPEG encoded", "mjpeg.mov", av + ["--video-codec", "mjpeg"], frames: 60, duration: 2))
         if VideoCodec.hevc.isAvailable {
-            cases.append(try recordWithCLI(dir, "MP4 HEVC", "hevc.mp4", av + ["--video-codec", "hevc"], frames: 60, duration: 2))
+            cases.append(try await recordWithCLI(dir, "MP4 HEVC", "hevc.mp4", av + ["--video-codec", "hevc"], frames: 60, duration: 2))
         }
         let m4a = "\(dir)/audio.m4a"
-        let audio = try TestSupport.run(CommandLineTests.binary, ["audio", "record", "--microphone", "sim:mic", "--duration", "2", "--pace", "virtual", m4a])
+        let audio = try await offPool(CommandLineTests.binary, ["audio", "record", "--microphone", "sim:mic", "--duration", "2", "--pace", "virtual", m4a])
         if audio.status != 0 { throw CaptureError.invalidState("capture audio record failed: \(audio.stderr)") }
         cases.append(Case(name: "M4A (audio recorder)", file: m4a, frames: nil, duration: 2))
         cases.append(try await pausedRecording(dir))
@@ -160,7 +160,7 @@ import Testing
             let (probe, starts) = try Self.ffprobe(c.file)
             let gst = try Self.gstreamer(c.file, hasVideo: c.frames != nil)
             let info = try Self.mediainfo(c.file)
-            let decode = try TestSupport.run("ffmpeg", ["-v", "error", "-i", c.file, "-f", "null", "-"])
+            let decode = try await offPool("ffmpeg", ["-v", "error", "-i", c.file, "-f", "null", "-"])
             let decodeClean = decode.status == 0 && decode.stderr.isEmpty
             if !decodeClean { problems.append("ffmpeg -f null: \(decode.stderr.prefix(200))") }
             if starts.contains(where: { abs($0) > 1e-6 }) { problems.append("ffprobe start_time \(starts), expected 0 for every stream") }
@@ -183,7 +183,7 @@ import Testing
             // markers: check that one's size and count, and read the markers from a -noautorotate copy.
             if c.name.contains("rotated") {
                 let turned = "\(dir)/turned-\((c.file as NSString).lastPathComponent)"
-                let turn = try TestSupport.run("ffmpeg", ["-v", "error", "-i", c.file] + encodeArguments + [turned])
+                let turn = try await offPool("ffmpeg", ["-v", "error", "-i", c.file] + encodeArguments + [turned])
                 let streams = try TestSupport.probeStreams(turned)
                 let video = streams.first { $0["codec_type"] as? String == "video" }
                 let shape = "\(video?["width"] as? Int ?? 0)x\(video?["height"] as? Int ?? 0)"
@@ -191,7 +191,7 @@ import Testing
                     problems.append("default re-encode of the rotated file: \(shape), \(video?["nb_read_frames"] as? String ?? "?") frames \(turn.stderr.prefix(200))")
                 }
             }
-            let encode = try TestSupport.run("ffmpeg", ["-v", "error"] + (c.name.contains("rotated") ? ["-noautorotate"] : [])
+            let encode = try await offPool("ffmpeg", ["-v", "error"] + (c.name.contains("rotated") ? ["-noautorotate"] : [])
                                              + ["-i", c.file] + encodeArguments + [reencoded])
             var reencodeText = "failed"
             if encode.status != 0 {

@@ -65,11 +65,11 @@ struct DiskFullTests {
     }
 
     /// Must-show 0 of issue 12: the CLI on a 2 MB tmpfs.
-    @Test func recordOntoAFullDiskFailsNamingItAndKeepsAPlayableFile() throws {
+    @Test func recordOntoAFullDiskFailsNamingItAndKeepsAPlayableFile() async throws {
         let disk = try SmallDisk(size: "2m")
         defer { disk.unmount() }
         let path = disk.path + "/full.mp4"
-        let result = try TestSupport.run(CommandLineTests.binary, [
+        let result = try await offPool(CommandLineTests.binary, [
             "record", "--camera", "sim:back", "--microphone", "sim:mic", "--duration", "60", "--size", "1280x720",
             "--pace", "virtual", "--preset", "ultrafast", "--bitrate", "4000000", "--fragment-interval", "1", path,
         ])
@@ -202,11 +202,11 @@ struct DiskFullTests {
     /// disk leaves its complete fragments playable, as for a fragmented one (it used to leave an
     /// mdat without an index, which nothing plays).
     @Test(arguments: ["mp4", "mov"])
-    func anUnfragmentedMovieOnAFullDiskKeepsAPlayableFile(_ container: String) throws {
+    func anUnfragmentedMovieOnAFullDiskKeepsAPlayableFile(_ container: String) async throws {
         let disk = try SmallDisk(size: "2m")
         defer { disk.unmount() }
         let path = disk.path + "/plain." + container
-        let result = try TestSupport.run(CommandLineTests.binary, [
+        let result = try await offPool(CommandLineTests.binary, [
             "record", "--camera", "sim:back", "--microphone", "sim:mic", "--duration", "60", "--size", "1280x720",
             "--pace", "virtual", "--preset", "ultrafast", "--bitrate", "4000000", "--fragment-interval", "0", path,
         ])
@@ -273,10 +273,10 @@ struct DiskFullTests {
 /// A write the OS refuses for another reason than space: a file-size limit (`prlimit --fsize`,
 /// EFBIG). Needs no root. The CLI ignores SIGXFSZ, so the write fails instead of killing it.
 @Suite(.timeLimit(.minutes(10))) struct WriteFailureTests {
-    @Test func aFileSizeLimitEndsTheRecordingWithWriteFailedAndKeepsCompleteFragments() throws {
+    @Test func aFileSizeLimitEndsTheRecordingWithWriteFailedAndKeepsCompleteFragments() async throws {
         let dir = try TestSupport.temporaryDirectory()
         let path = dir + "/limited.mp4"
-        let result = try TestSupport.run("prlimit", [
+        let result = try await offPool("prlimit", [
             "--fsize=1000000", CommandLineTests.binary,
             "record", "--camera", "sim:back", "--microphone", "sim:mic", "--duration", "60", "--size", "1280x720",
             "--pace", "virtual", "--preset", "ultrafast", "--bitrate", "4000000", "--fragment-interval", "1", path,
