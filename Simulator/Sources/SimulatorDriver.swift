@@ -129,6 +129,7 @@ public final class SimulatorScenario: Sendable {
         var plugDecided: Set<String> = []
         var microphones: [String: MicrophoneSettings] = [:]
         var sceneTruth: [String: [SceneTruthFrame]] = [:]
+        var faults = FaultTimeline()
     }
 
     /// A simulated microphone's data source (nil: the port's default) and gain stage (0…1).
@@ -265,6 +266,12 @@ public final class SimulatorScenario: Sendable {
     }
 
     func videoFaults(_ uniqueID: String) -> VideoFaults? { state.withLock { $0.videoFaults[uniqueID] } }
+
+    /// The scripted faults of this run (see `FaultTimeline`); streams read it when they start.
+    public var faults: FaultTimeline {
+        get { state.withLock { $0.faults } }
+        set { state.withLock { $0.faults = newValue } }
+    }
 
     /// Virtual pace: how long (wall time) a simulated camera waits for a consumer to return one of
     /// its buffers before it reports `buffersNotReturned` (default 10 s: far beyond any honest
