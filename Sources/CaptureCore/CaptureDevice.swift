@@ -108,7 +108,10 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
 
     /// Who holds each device's configuration lock, process-wide and by unique ID, so every device
     /// object for one device (from any registry or session) shares one lock.
-    private struct LockEntry { var owner: CaptureDeviceClient; var depth: Int }
+    /// `holder`: the opened driver device whose handle took the driver's priority. Two device objects
+    /// for one device (two registries) each open their own handle; the priority goes back through
+    /// the handle that took it, whichever object unlocks last.
+    private struct LockEntry { var owner: CaptureDeviceClient; var depth: Int; var holder: any DriverDevice }
     private static let locks = Locked<[String: LockEntry]>([:])
 
     private var lockOwner: CaptureDeviceClient? { Self.locks.withLock { $0[uniqueID]?.owner } }
@@ -133,7 +136,7 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
                     return
                 }
                 try driver.acquireConfigurationPriority()
-                locks[uniqueID] = LockEntry(owner: client, depth: 1)
+                locks[uniqueID] = LockEntry(owner: client, depth: 1, holder: driver)
             }
         }
     }
@@ -141,16 +144,18 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
     /// Releases one level of `client`'s lock; the driver's priority goes with the last one.
     /// Unlocking a lock the client does not hold does nothing.
     public func unlockForConfiguration(client: CaptureDeviceClient = .shared) {
-        let released = Self.locks.withLock { locks -> Bool in
-            guard let entry = locks[uniqueID], entry.owner === client else { return false }
+        Self.locks.withLock { locks in
+            guard let entry = locks[uniqueID], entry.owner === client else { return }
             if entry.depth > 1 {
                 locks[uniqueID]?.depth -= 1
-                return false
+                return
             }
+            // The driver's priority goes before the entry does, under the same lock: another
+            // device object for this device (its own file handle) that finds no entry must also
+            // find the priority free, or V4L2 refuses it with EBUSY as if another process held it.
+            entry.holder.releaseConfigurationPriority()
             locks[uniqueID] = nil
-            return true
         }
-        if released { state.withLock { $0.opened }?.releaseConfigurationPriority() }
     }
 
     /// Setters check that the device is locked (by a client of this process), as AVFoundation

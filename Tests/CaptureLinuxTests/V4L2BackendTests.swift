@@ -71,6 +71,27 @@ import Testing
         try second.acquireConfigurationPriority()
     }
 
+    /// Two device objects for one camera (two registries, two file handles) share the process's
+    /// configuration lock. Whichever unlocks last, the priority goes back through the handle that
+    /// took it, so a third object can lock afterwards (the VM's compliance suite once failed here:
+    /// the priority stayed on the first handle and the kernel refused the next one with EBUSY).
+    @Test func thePriorityIsReleasedThroughTheHandleThatTookIt() throws {
+        let fake = FakeCamera()
+        func device() throws -> CaptureDevice {
+            try DeviceRegistry(drivers: [V4L2Driver(system: fake)]).device(uniqueID: "/dev/video0")
+        }
+        let first = try device(), second = try device()
+        try first.lockForConfiguration()
+        try second.lockForConfiguration()   // the same client: nested
+        first.unlockForConfiguration()
+        second.unlockForConfiguration()
+        #expect(!second.isLockedForConfiguration)
+        let third = try device()
+        try third.lockForConfiguration()
+        #expect(third.isLockedForConfiguration)
+        third.unlockForConfiguration()
+    }
+
     @Test func streamingCopiesFramesStampsThemAndCountsDrops() throws {
         let base = 1_000 * Self.ms
         let frames: [FakeCamera.Frame] = [
