@@ -11,6 +11,8 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        // `swift package generate-documentation` (ci/docs); a plugin, not linked into anything.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         // C libraries from Debian, found through pkg-config.
@@ -54,7 +56,7 @@ let package = Package(
         // The deterministic simulator backend and its device profiles (and scene assets: the face photo).
         .target(
             name: "CaptureSimulator", dependencies: ["CaptureCore", "CCaptureShims", "CQREncode"], path: "Simulator",
-            sources: ["Sources"], resources: [.copy("Profiles"), .copy("SceneAssets")]),
+            resources: [.copy("Profiles"), .copy("SceneAssets")]),
         // Thin wrappers of the detectors a metadata output runs: ZBar (codes) and OpenCV (faces).
         .target(name: "CaptureDetection", dependencies: ["CaptureCore", "CZBar", "CFaceDetect"], path: "Sources/CaptureDetection"),
         // The V4L2 camera backend (real kernel drivers) and the ALSA microphone backend.
