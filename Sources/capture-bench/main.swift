@@ -59,6 +59,7 @@ let usage = """
            capture-bench generate WxH nv12|yuv420 [--effects|--uncached] [--frames N]
            capture-bench profile WxH [--seconds S]
            capture-bench workload render|effects|mjpeg|pipeline
+           capture-bench dump WxH SECONDS DIR   (raw NV12 frames + float samples for ci/bench)
     """
 
 let frameDuration = MediaTime(value: 1, timescale: 30)
@@ -366,6 +367,9 @@ func benchMain() throws {
         session.stopRunning()
         marks.append(("stopRunning", now()))
         for i in 1..<marks.count { print(String(format: "%-20@ %8.1f ms", marks[i].0 as NSString, (marks[i].1 - marks[i - 1].1) * 1000)) }
+    case "dump":
+        guard arguments.count == 3, let seconds = Int(arguments[1]) else { fail(usage) }
+        try dumpRaw(size: parseSize(arguments[0]), seconds: seconds, folder: arguments[2])
     case "workload":
         // One fixed piece of work for the instruction-count gate (ci/bench --instructions).
         guard arguments.count == 1, let workload = Workload(rawValue: arguments[0]) else { fail(usage) }
