@@ -60,6 +60,7 @@ let usage = """
            capture-bench profile WxH [--seconds S]
            capture-bench workload render|effects|mjpeg|pipeline
            capture-bench dump WxH SECONDS DIR   (raw NV12 frames + float samples for ci/bench)
+           capture-bench latency WxH [--fps N] [--seconds S] [--busy]   (ms: median p99 frames)
     """
 
 let frameDuration = MediaTime(value: 1, timescale: 30)
@@ -367,6 +368,13 @@ func benchMain() throws {
         session.stopRunning()
         marks.append(("stopRunning", now()))
         for i in 1..<marks.count { print(String(format: "%-20@ %8.1f ms", marks[i].0 as NSString, (marks[i].1 - marks[i - 1].1) * 1000)) }
+    case "latency":
+        let fps = value("--fps").flatMap { Int($0) } ?? 30
+        let seconds = value("--seconds").flatMap { Int($0) } ?? 10
+        let busy = flag("--busy")
+        guard arguments.count == 1 else { fail(usage) }
+        let r = try measureLatency(size: parseSize(arguments[0]), fps: fps, seconds: seconds, busy: busy)
+        print(String(format: "%.3f %.3f %d", r.median, r.p99, r.frames))
     case "dump":
         guard arguments.count == 3, let seconds = Int(arguments[1]) else { fail(usage) }
         try dumpRaw(size: parseSize(arguments[0]), seconds: seconds, folder: arguments[2])
