@@ -10,6 +10,10 @@ struct CaptureCommand: AsyncParsableCommand {
         discussion: """
             Devices are named by unique ID: sim:back, sim:front, sim:webcam (simulated cameras), sim:mic (simulated microphone).
             Simulated frames carry a frame-index stamp and A/V sync markers (see README).
+
+            Logging (any command, anywhere on the line): --log-level trace|debug|info|notice|warning|error|critical, \
+            --verbose (= debug). Default: $CAPTUREKIT_LOG_LEVEL, else warning. Log lines go to stderr, labelled \
+            capturekit.<module> (FFmpeg's and ALSA's own messages as capturekit.ffmpeg and capturekit.alsa).
             """,
         version: CaptureKit.version,
         subcommands: [RecordCommand.self, PhotoCommand.self, DevicesCommand.self, ControlsCommand.self, FormatsCommand.self,
@@ -20,7 +24,12 @@ struct CaptureCommand: AsyncParsableCommand {
         // EFBIG: "File too large") and a file cut back to its complete fragments, not kill the
         // process with SIGXFSZ halfway through a write.
         signal(SIGXFSZ, SIG_IGN)
-        await main(nil)
+        let arguments: [String]
+        do { arguments = try LogOptions.apply(Array(CommandLine.arguments.dropFirst())) } catch {
+            printError("Error: \(error)")
+            Foundation.exit(ExitCode.validationFailure.rawValue)
+        }
+        await main(arguments)
     }
 }
 

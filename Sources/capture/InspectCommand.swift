@@ -81,8 +81,6 @@ struct InspectCommand: ParsableCommand {
             options.maxAVOffset = seconds
         }
         let report: InspectionReport
-        // The report names every problem; libav*'s own messages would only repeat them out of order.
-        MediaFileReader.silenceLibraryLogs()
         do { report = try RecordingInspector.inspect(path: file, options: options) } catch { throw CommandFailure(error) }
         print(json ? encodeJSON(report) : Self.text(report))
         for check in report.checks where !check.passed { printError("check \(check.name) failed: \(check.detail)") }
