@@ -77,3 +77,38 @@ func encodeJSON<T: Encodable>(_ value: T) -> String {
     encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
     return String(decoding: (try? encoder.encode(value)) ?? Data(), as: UTF8.self)
 }
+
+/// The envelope every `--json` output shares: the body's own keys (or, for a list, the list under
+/// `listKey`) plus `schemaVersion` (bumped when a key changes meaning or goes away; new keys do not
+/// bump it), `command` (the subcommand path, e.g. "fixture info") and `captureKitVersion`.
+struct JSONEnvelope<Body: Encodable>: Encodable {
+    static var schemaVersion: Int { jsonSchemaVersion }
+    let command: String
+    let body: Body
+    let listKey: String?
+
+    private struct Key: CodingKey {
+        let stringValue: String
+        var intValue: Int? { nil }
+        init(_ string: String) { stringValue = string }
+        init?(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        if listKey == nil { try body.encode(to: encoder) }
+        var container = encoder.container(keyedBy: Key.self)
+        if let listKey { try container.encode(body, forKey: Key(listKey)) }
+        try container.encode(jsonSchemaVersion, forKey: Key("schemaVersion"))
+        try container.encode(command, forKey: Key("command"))
+        try container.encode(CaptureKit.version, forKey: Key("captureKitVersion"))
+    }
+}
+
+/// The schema version of the `--json` outputs (README: "Machine-readable output").
+let jsonSchemaVersion = 1
+
+/// `value` in the shared envelope, pretty-printed with sorted keys.
+func encodeJSON<T: Encodable>(_ value: T, command: String, listKey: String? = nil) -> String {
+    encodeJSON(JSONEnvelope(command: command, body: value, listKey: listKey))
+}

@@ -123,7 +123,7 @@ struct FixtureRecordCommand: AsyncParsableCommand {
             throw CommandFailure(error)
         }
         if json {
-            print(movie == nil ? encodeJSON(summary) : encodeJSON(Output(fixture: summary, movie: movieSummary)))
+            print(movie == nil ? encodeJSON(summary, command: "fixture record") : encodeJSON(Output(fixture: summary, movie: movieSummary), command: "fixture record"))
         } else {
             print("Recorded fixture \(summary.path): \(summary.buffers.map(String.init).joined(separator: " + ")) buffers, "
                   + "\(summary.controlChanges) control changes, \(summary.fileSize) bytes, stopped: \(summary.stopReason)")
@@ -222,7 +222,7 @@ struct FixtureInfoCommand: AsyncParsableCommand {
         let info = Info(path: fixture, version: contents.version, span: contents.span.seconds, devices: devices,
                         controlChanges: contents.controlChanges.count)
         if json {
-            print(encodeJSON(info))
+            print(encodeJSON(info, command: "fixture info"))
             return
         }
         print("\(info.path): CaptureKit fixture version \(info.version), \(String(format: "%.3f", info.span)) s, \(info.controlChanges) control changes")

@@ -82,7 +82,7 @@ struct InspectCommand: ParsableCommand {
         }
         let report: InspectionReport
         do { report = try RecordingInspector.inspect(path: file, options: options) } catch { throw CommandFailure(error) }
-        print(json ? encodeJSON(report) : Self.text(report))
+        print(json ? encodeJSON(report, command: "inspect") : Self.text(report))
         for check in report.checks where !check.passed { printError("check \(check.name) failed: \(check.detail)") }
         if let damage = report.damage {
             printError("\(file) is damaged (\(damage.kind.rawValue)): \(damage.summary)")

@@ -286,7 +286,7 @@ struct RecordCommand: AsyncParsableCommand {
             }
         } catch {
             // The disk refused a write: with --json, scripts still get what was kept (stdout).
-            if json, let kept = WriteFailureSummary(output: output, error: error) { print(encodeJSON(kept)) }
+            if json, let kept = WriteFailureSummary(output: output, error: error) { print(encodeJSON(kept, command: "record")) }
             throw CommandFailure(error)
         }
         session.stopRunning()
@@ -315,7 +315,7 @@ struct RecordCommand: AsyncParsableCommand {
             metadataDetectionRate: metadataWriter.map { _ in metadataOutput.statistics.detectionRate },
             metadataFramesSkipped: metadataWriter.map { _ in metadataOutput.statistics.framesSkipped })
         if json {
-            print(encodeJSON(result))
+            print(encodeJSON(result, command: "record"))
         } else {
             printHuman(result)
         }
