@@ -4,8 +4,8 @@ import Foundation
 public struct CaptureStatus: Sendable, Equatable {
     /// Wall-clock seconds since the recording began.
     public var elapsed: Double
-    /// Seconds of media written.
-    public var mediaSeconds: Double
+    /// Seconds of media written (nil when the command cannot tell).
+    public var mediaSeconds: Double?
     /// Video frames received, and frames lost before they arrived.
     public var frames: Int?
     public var dropped: Int?
@@ -18,7 +18,7 @@ public struct CaptureStatus: Sendable, Equatable {
     /// Newest video time minus the end of the newest audio (s), when both inputs run.
     public var avDrift: Double?
 
-    public init(elapsed: Double, mediaSeconds: Double, frames: Int? = nil, dropped: Int? = nil, fileSize: Int64? = nil,
+    public init(elapsed: Double, mediaSeconds: Double?, frames: Int? = nil, dropped: Int? = nil, fileSize: Int64? = nil,
                 encoderQueue: Int? = nil, audioLevelDBFS: Float? = nil, avDrift: Double? = nil) {
         self.elapsed = elapsed; self.mediaSeconds = mediaSeconds; self.frames = frames; self.dropped = dropped
         self.fileSize = fileSize; self.encoderQueue = encoderQueue; self.audioLevelDBFS = audioLevelDBFS; self.avDrift = avDrift
@@ -38,9 +38,9 @@ public enum StatusLine {
             parts.append("drop=\(s.dropped ?? 0)")
         }
         if let size = s.fileSize { parts.append("size=" + pad("\(size / 1024)kB", 9)) }
-        parts.append("time=" + clock(s.mediaSeconds))
-        if let size = s.fileSize, s.mediaSeconds > 0 {
-            parts.append("bitrate=" + pad(String(format: "%.1fkbits/s", Double(size * 8) / s.mediaSeconds / 1000), 14))
+        parts.append("time=" + (s.mediaSeconds.map(clock) ?? "N/A"))
+        if let size = s.fileSize, let media = s.mediaSeconds, media > 0 {
+            parts.append("bitrate=" + pad(String(format: "%.1fkbits/s", Double(size * 8) / media / 1000), 14))
         } else {
             parts.append("bitrate=" + pad("N/A", 14))
         }

@@ -43,9 +43,18 @@ final class StatusReporter: @unchecked Sendable {
         timer.resume()
     }
 
-    /// Stops the updates and ends an in-place line, so what follows starts on a fresh line.
+    /// Stops the updates and ends an in-place line, so what follows starts on a fresh line. Idempotent.
     func stop() {
         timer.cancel()
-        if mode == .inPlace, drew.withLock({ $0 }) { FileHandle.standardError.write(Data("\n".utf8)) }
+        let ended = drew.withLock { d -> Bool in
+            defer { d = false }
+            return d
+        }
+        if mode == .inPlace, ended { FileHandle.standardError.write(Data("\n".utf8)) }
+    }
+
+    /// The size of the file at `path` now (nil when there is none yet).
+    static func fileSize(_ path: String) -> Int64? {
+        ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? NSNumber)?.int64Value
     }
 }
