@@ -59,6 +59,29 @@ import Testing
         #expect(Self.updates(quiet.stdout).isEmpty, "\(quiet.stdout)")
     }
 
+    /// Lines that start with `size=` (commands without video frames).
+    static func audioUpdates(_ text: String) -> [String] {
+        text.split(whereSeparator: { $0 == "\r" || $0 == "\n" })
+            .map { $0.replacingOccurrences(of: "\u{1B}[K", with: "") }
+            .filter { $0.hasPrefix("size=") }
+    }
+
+    @Test func audioAndFixtureRecordingsShowTheLineToo() async throws {
+        let dir = try TestSupport.temporaryDirectory()
+        let audio = try await Self.inPty([CommandLineTests.binary, "audio", "record", "--microphone", "sim:mic", "--duration", "2",
+                                          dir + "/a.wav"])
+        #expect(audio.status == 0, "\(audio.stdout)")
+        let lines = Self.audioUpdates(audio.stdout)
+        // The simulated microphone's tone is at −12 dBFS: eight cells of the meter.
+        #expect(lines.count >= 3 && lines.allSatisfy { $0.contains("level=[########--] -12dB") }, "\(lines)")
+        #expect(audio.stdout.contains("recorded 2.000 s to \(dir)/a.wav"))
+        let fixture = try await Self.inPty([CommandLineTests.binary, "fixture", "record", "--camera", "sim:back", "--duration", "2",
+                                            dir + "/f.nut"])
+        #expect(fixture.status == 0, "\(fixture.stdout)")
+        let fixtureLines = Self.audioUpdates(fixture.stdout)
+        #expect(fixtureLines.count >= 3 && fixtureLines.allSatisfy { $0.contains(" time=00:00:0") }, "\(fixtureLines)")
+    }
+
     @Test func pipedOnlyTheSummaryUnlessProgressIsAsked() async throws {
         let dir = try TestSupport.temporaryDirectory()
         let piped = try await offPool(CommandLineTests.binary, ["record", "--camera", "sim:back", "--microphone", "sim:mic",
