@@ -11,7 +11,8 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
-        // `swift package generate-documentation` (ci/docs); a plugin, not linked into anything.
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        // `swift package generate-documentation` (ci/docs); a plugin, nothing of it is linked.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
@@ -45,11 +46,11 @@ let package = Package(
         .target(name: "CCaptureShims", dependencies: ["CFFmpeg", "CV4L2", "CALSA"], path: "Sources/CCaptureShims"),
 
         // Pure Swift: media time, buffers, device facade, session, outputs, driver SPI.
-        .target(name: "CaptureCore", path: "Sources/CaptureCore"),
+        .target(name: "CaptureCore", dependencies: [.product(name: "Logging", package: "swift-log")], path: "Sources/CaptureCore"),
         // Codecs, muxing, decoding, scaling, resampling, JPEG — all through the C libraries.
         .target(
             name: "CaptureMedia",
-            dependencies: ["CaptureCore", "CFFmpeg", "CTurboJPEG", "CCaptureShims"],
+            dependencies: ["CaptureCore", "CFFmpeg", "CTurboJPEG", "CCaptureShims", .product(name: "Logging", package: "swift-log")],
             path: "Sources/CaptureMedia"),
         // Recovers frame indices, sync markers and tones from decoded media.
         .target(name: "CaptureAnalysis", dependencies: ["CaptureCore"], path: "Sources/CaptureAnalysis"),
@@ -62,17 +63,17 @@ let package = Package(
         // The V4L2 camera backend (real kernel drivers) and the ALSA microphone backend.
         .target(
             name: "CaptureV4L2",
-            dependencies: ["CaptureCore", "CaptureMedia", "CV4L2", "CCaptureShims"],
+            dependencies: ["CaptureCore", "CaptureMedia", "CV4L2", "CCaptureShims", .product(name: "Logging", package: "swift-log")],
             path: "Sources/CaptureV4L2"),
         .target(
             name: "CaptureALSA",
-            dependencies: ["CaptureCore", "CALSA", "CCaptureShims"],
+            dependencies: ["CaptureCore", "CALSA", "CCaptureShims", .product(name: "Logging", package: "swift-log")],
             path: "Sources/CaptureALSA"),
         // The public umbrella: re-exports the modules and adds the file outputs.
         .target(
             name: "CaptureKit",
             dependencies: ["CaptureCore", "CaptureMedia", "CaptureAnalysis", "CaptureSimulator", "CaptureV4L2", "CaptureALSA",
-                           "CaptureDetection"],
+                           "CaptureDetection", .product(name: "Logging", package: "swift-log")],
             path: "Sources/CaptureKit"),
         // Benchmark rows for ci/bench (timing lives here, never in tests).
         .executableTarget(name: "capture-bench", dependencies: ["CaptureKit"], path: "Sources/capture-bench"),
@@ -84,12 +85,12 @@ let package = Package(
         .executableTarget(name: "capture-fuzz", dependencies: ["CaptureFuzzTargets", "CCaptureShims"], path: "Sources/capture-fuzz"),
         .executableTarget(
             name: "capture",
-            dependencies: ["CaptureKit", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["CaptureKit", .product(name: "ArgumentParser", package: "swift-argument-parser"), .product(name: "Logging", package: "swift-log")],
             path: "Sources/capture"),
 
         .testTarget(name: "CaptureCoreTests", dependencies: ["CaptureCore"], path: "Tests/CaptureCoreTests"),
         .testTarget(name: "CaptureAnalysisTests", dependencies: ["CaptureAnalysis"], path: "Tests/CaptureAnalysisTests"),
-        .testTarget(name: "CaptureKitTests", dependencies: ["CaptureKit", "CaptureFuzzTargets"], path: "Tests/CaptureKitTests"),
+        .testTarget(name: "CaptureKitTests", dependencies: ["CaptureKit", "CaptureFuzzTargets", .product(name: "Logging", package: "swift-log")], path: "Tests/CaptureKitTests"),
         // Host-side tests of the real backends: V4L2 against a fake kernel, ALSA on a file PCM, and the
         // compliance suite holding every driver (those two, the simulator, fixture replay) to one contract.
         .testTarget(

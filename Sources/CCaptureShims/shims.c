@@ -6,6 +6,10 @@
 #include <libavutil/log.h>
 #include <linux/videodev2.h>
 #include <alsa/asoundlib.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
 
 int ck_averror(int posix_errno) { return AVERROR(posix_errno); }
 int ck_averror_eof(void) { return AVERROR_EOF; }
@@ -40,6 +44,62 @@ static void ck_alsa_silent(const char *file, int line, const char *function, int
     (void)file; (void)line; (void)function; (void)err; (void)fmt;
 }
 void ck_alsa_set_quiet(int quiet) { snd_lib_error_set_handler(quiet ? ck_alsa_silent : NULL); }
+
+// Log routing: FFmpeg's av_log and ALSA's error handler hand whole lines to a Swift sink.
+static _Atomic(ck_log_sink) ck_ffmpeg_sink;
+static _Atomic(ck_log_sink) ck_alsa_sink;
+// FFmpeg may print one line in several calls: the parts are joined per thread until a newline.
+static _Thread_local char ck_av_pending[2048];
+static _Thread_local size_t ck_av_pending_length;
+static _Thread_local int ck_av_print_prefix = 1;
+
+static void ck_av_log_callback(void *avcl, int level, const char *fmt, va_list vl) {
+    if (level > av_log_get_level()) return;
+    ck_log_sink sink = atomic_load(&ck_ffmpeg_sink);
+    if (!sink) return;
+    char part[1024];
+    if (av_log_format_line2(avcl, level, fmt, vl, part, sizeof part, &ck_av_print_prefix) < 0) return;
+    size_t n = strlen(part);
+    size_t room = sizeof ck_av_pending - 1 - ck_av_pending_length;
+    if (n > room) n = room;
+    memcpy(ck_av_pending + ck_av_pending_length, part, n);
+    ck_av_pending_length += n;
+    ck_av_pending[ck_av_pending_length] = 0;
+    int complete = ck_av_pending_length > 0 && (ck_av_pending[ck_av_pending_length - 1] == '\n' || n == room);
+    if (!complete) return;
+    while (ck_av_pending_length > 0 && (ck_av_pending[ck_av_pending_length - 1] == '\n' || ck_av_pending[ck_av_pending_length - 1] == '\r'))
+        ck_av_pending[--ck_av_pending_length] = 0;
+    if (ck_av_pending_length > 0) sink(level, ck_av_pending);
+    ck_av_pending_length = 0;
+    ck_av_pending[0] = 0;
+}
+
+void ck_log_route_ffmpeg(ck_log_sink sink) {
+    atomic_store(&ck_ffmpeg_sink, sink);
+    av_log_set_callback(sink ? ck_av_log_callback : av_log_default_callback);
+}
+
+static void ck_alsa_log_handler(const char *file, int line, const char *function, int err, const char *fmt, ...) {
+    ck_log_sink sink = atomic_load(&ck_alsa_sink);
+    if (!sink) return;
+    char message[1024];
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(message, sizeof message, fmt, args);
+    va_end(args);
+    char line_text[1400];
+    // ALSA's own format: "ALSA lib file:line:(function) message[: error]".
+    if (err)
+        snprintf(line_text, sizeof line_text, "%s:%d:(%s) %s: %s", file ? file : "?", line, function ? function : "?", message, snd_strerror(err));
+    else
+        snprintf(line_text, sizeof line_text, "%s:%d:(%s) %s", file ? file : "?", line, function ? function : "?", message);
+    sink(err, line_text);
+}
+
+void ck_log_route_alsa(ck_log_sink sink) {
+    atomic_store(&ck_alsa_sink, sink);
+    snd_lib_error_set_handler(sink ? ck_alsa_log_handler : NULL);
+}
 
 extern int LLVMFuzzerRunDriver(int *argc, char ***argv, int (*callback)(const uint8_t *, size_t)) __attribute__((weak));
 

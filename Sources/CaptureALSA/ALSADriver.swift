@@ -2,6 +2,7 @@ import CALSA
 import CCaptureShims
 import CaptureCore
 import Foundation
+import Logging
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -34,7 +35,7 @@ public struct ALSADriver: EventReportingDriver {
         self.configuration = configuration
         privateConfig = configuration.flatMap { try? ALSAConfig(text: $0) }
         probe = ALSAProbe(system: system)
-        ck_alsa_set_quiet(1)
+        _ = ALSALogRouting.installed
     }
 
     /// Throws when `configuration` does not parse.
@@ -184,4 +185,15 @@ final class ALSADevice: DriverDevice {
         return ALSAStream(name: description.uniqueID, config: config, format: format, pace: configuration.pace, system: system,
                           events: events)
     }
+}
+
+/// ALSA's error handler → the `capturekit.alsa` logger at `notice` (every failure it describes also
+/// returns an error code that CaptureKit turns into a `CaptureError`).
+enum ALSALogRouting {
+    static let installed: Void = {
+        ck_log_route_alsa { _, line in
+            guard let line else { return }
+            CaptureLogging.logger(.alsa).notice("\(String(cString: line))")
+        }
+    }()
 }

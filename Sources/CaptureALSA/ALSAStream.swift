@@ -3,6 +3,7 @@ import Foundation
 import Synchronization
 #if canImport(Glibc)
 import Glibc
+import Logging
 #endif
 
 /// Capture from one PCM: interleaved reads of one period (≤ 10 ms) at a time.
@@ -91,6 +92,7 @@ final class ALSAStream: DriverStream, @unchecked Sendable {
                 try system.prepare(handle)
                 try system.start(handle)
             } catch { throw failure(error) }
+            CaptureLogging.logger(.alsa).info("capturing", metadata: ["pcm": "\(name)"])
         } catch {
             closeLocked()
             throw error

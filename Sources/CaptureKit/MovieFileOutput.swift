@@ -224,6 +224,7 @@ public final class MovieFileOutput: CaptureOutput {
             s.progress = (.zero, 0)
             return true
         }
+        if accepted { live.withLock { $0 = LiveStatistics() } }
         guard accepted else {
             finish(request, summary: .empty(path, reason: "error"), error: .alreadyRecording)
             return
@@ -234,6 +235,44 @@ public final class MovieFileOutput: CaptureOutput {
     /// Finishes the current recording; the file is complete when the delegate hears of it.
     public func stopRecording() {
         onWriter { self.end(error: nil, reason: "requested", waitingError: .noDataRecorded) }
+    }
+
+    /// What has arrived in the current recording so far, before encoding (for a live status line).
+    public struct LiveStatistics: Sendable, Equatable {
+        /// Video frames handed to the output.
+        public var videoFrames = 0
+        /// Frames missing between them: gaps in the camera's sequence numbers.
+        public var droppedVideoFrames = 0
+        /// Presentation time (s) of the newest frame, and the end of the newest audio chunk.
+        public var lastVideoTime: Double?
+        public var lastAudioEnd: Double?
+        /// Peak level (dBFS) of the newest audio chunk.
+        public var audioPeakDBFS: Float?
+        var lastSequence: Int64?
+        public init() {}
+    }
+
+    public var liveStatistics: LiveStatistics { live.withLock { $0 } }
+    private let live = Locked(LiveStatistics())
+
+    private func noteLive(_ sample: SampleBuffer) {
+        if sample.mediaType == .video {
+            live.withLock { l in
+                if let previous = l.lastSequence, sample.sequenceNumber > previous + 1 {
+                    l.droppedVideoFrames += Int(sample.sequenceNumber - previous - 1)
+                }
+                l.lastSequence = sample.sequenceNumber
+                l.videoFrames += 1
+                l.lastVideoTime = sample.presentationTime.seconds
+            }
+        } else if let audio = sample.audioBuffer {
+            let peak = audio.floatSamples().reduce(Float(0)) { max($0, abs($1)) }
+            let dB = peak > 0 ? max(-160, 20 * log10(peak)) : -160
+            live.withLock { l in
+                l.lastAudioEnd = (sample.presentationTime + sample.duration).seconds
+                l.audioPeakDBFS = dB
+            }
+        }
     }
 
     /// Samples waiting for the encoder now, and the most there ever were (real-time pace).
@@ -289,6 +328,7 @@ public final class MovieFileOutput: CaptureOutput {
     // MARK: Samples
 
     public func receive(_ sample: SampleBuffer, from connection: CaptureConnection) {
+        if isRecording { noteLive(sample) }
         guard attachment.pace == .realtime else {
             process(sample, from: connection)
             return

@@ -1,6 +1,7 @@
 import CCaptureShims
 import CFFmpeg
 import CaptureCore
+import Logging
 
 /// Turns libav* return codes into typed errors, with FFmpeg's own message.
 enum FFmpeg {
@@ -8,8 +9,9 @@ enum FFmpeg {
     static let eof = ck_averror_eof()
     static let noPTS = ck_av_nopts_value()
 
-    /// Lowers FFmpeg's (and libx264's) log level once per process: their statistics go to stderr otherwise.
-    static let quietLogs: Void = { ck_av_set_log_quiet(1) }()
+    /// Routes FFmpeg's (and through it libx264's) log into swift-log once per process
+    /// (`FFmpegLogRouting`): nothing of theirs reaches stderr at CaptureKit's default level.
+    static let quietLogs: Void = FFmpegLogRouting.installed
 
     static func message(_ code: Int32) -> String {
         var buffer = [CChar](repeating: 0, count: 256)
@@ -130,5 +132,42 @@ final class CodecContextOwner {
     deinit {
         var c: UnsafeMutablePointer<AVCodecContext>? = context
         avcodec_free_context(&c)
+    }
+}
+
+/// FFmpeg's `av_log` → the `capturekit.ffmpeg` logger, one step down (see `CaptureLogging`), with
+/// libavutil's own threshold kept at the lowest FFmpeg level that would still be printed.
+public enum FFmpegLogRouting {
+    /// Installs the callback (once) and follows `CaptureLogging.level`.
+    public static let installed: Void = {
+        ck_log_route_ffmpeg { level, line in
+            guard let line else { return }
+            CaptureLogging.logger(.ffmpeg).log(level: FFmpegLogRouting.level(ffmpeg: level), "\(String(cString: line))")
+        }
+        CaptureLogging.observeLevel { level in av_log_set_level(FFmpegLogRouting.threshold(for: level)) }
+    }()
+
+    /// The swift-log level an FFmpeg message of `ffmpeg` (AV_LOG_*) level is logged at.
+    public static func level(ffmpeg: Int32) -> Logger.Level {
+        switch ffmpeg {
+        case ...AV_LOG_PANIC: return .critical
+        case ...AV_LOG_FATAL: return .error
+        case ...AV_LOG_ERROR: return .notice
+        case ...AV_LOG_WARNING: return .info
+        case ...AV_LOG_INFO: return .debug
+        default: return .trace
+        }
+    }
+
+    /// The highest AV_LOG_* level whose messages `level` lets through.
+    public static func threshold(for level: Logger.Level) -> Int32 {
+        switch level {
+        case .critical: return AV_LOG_PANIC
+        case .error, .warning: return AV_LOG_FATAL
+        case .notice: return AV_LOG_ERROR
+        case .info: return AV_LOG_WARNING
+        case .debug: return AV_LOG_INFO
+        case .trace: return AV_LOG_DEBUG
+        }
     }
 }

@@ -1,6 +1,7 @@
 import CFFmpeg
 import CaptureCore
 import Foundation
+import Logging
 
 /// An input AVFormatContext, closed exactly once.
 final class DemuxerOwner {
@@ -13,6 +14,7 @@ final class DemuxerOwner {
     /// interrupted after `timeLimit` seconds and fails instead of hanging.
     init(nutPath path: String, timeLimit: Double = 5) throws(CaptureError) {
         _ = FFmpeg.quietLogs
+        CaptureLogging.logger(.media).debug("opening fixture", metadata: ["path": "\(path)"])
         deadline.pointee = HostClock.now().seconds + timeLimit
         guard let fc = avformat_alloc_context() else {
             throw .codecFailure(operation: "avformat_alloc_context", code: -12, message: "out of memory")

@@ -4,6 +4,7 @@
 import CFFmpeg
 import CaptureCore
 import Foundation
+import Logging
 
 /// The container a movie is written in.
 public enum MovieContainer: String, Sendable, CaseIterable {
@@ -191,6 +192,10 @@ public final class MovieWriter {
                 videoPassthrough: VideoPassthroughSettings? = nil,
                 audio audioSettings: AudioEncoderSettings?, options: Options = Options()) throws(CaptureError) {
         _ = FFmpeg.quietLogs
+        let videoNote: String = videoSettings.map { "\($0.codec) \($0.dimensions)" } ?? (videoPassthrough != nil ? "passthrough" : "none")
+        let audioNote: String = audioSettings.map { "\($0.codec)" } ?? "none"
+        CaptureLogging.logger(.media).debug("opening \(fileType.rawValue) file",
+                                            metadata: ["path": "\(path)", "video": "\(videoNote)", "audio": "\(audioNote)"])
         self.path = path
         self.fileType = fileType
         self.container = fileType == .mov ? .mov : fileType == .mkv ? .mkv : .mp4
@@ -464,6 +469,7 @@ public final class MovieWriter {
         close(deleteFile: false)
         if let failure { throw failure }
         try FFmpeg.check(trailer, "writing the \(fileType.rawValue) trailer")
+        CaptureLogging.logger(.media).info("finished \(fileType.rawValue) file", metadata: ["path": "\(path)"])
         if fragmentInterval != nil, fileType != .mkv, options.defragmentsOnFinish || hiddenFragments {
             do {
                 try MovieDefragmenter.defragment(path: path, fileType: fileType, audioSampleCount: audio?.encodedSampleCount)

@@ -1,6 +1,7 @@
 import CaptureCore
 import CaptureMedia
 import Foundation
+import Logging
 
 /// Streaming from a capture node with mmap buffers.
 ///
@@ -67,7 +68,9 @@ final class V4L2Stream: ReconfigurableStream, @unchecked Sendable {
         do throws(CaptureError) {
             try configure()
             try allocateAndStream()
+            CaptureLogging.logger(.v4l2).info("streaming", metadata: ["device": "\(id)"])
         } catch {
+            CaptureLogging.logger(.v4l2).debug("start failed: \(error)", metadata: ["device": "\(id)"])
             teardownLocked()
             throw error
         }

@@ -33,6 +33,8 @@ struct AudioRecordCommand: AsyncParsableCommand {
     @Argument(help: "Output file (.wav or .m4a).")
     var output: String
 
+    @OptionGroup var status: StatusOptions
+
     func run() async throws {
         guard duration > 0, duration.isFinite else { throw ValidationError("--duration must be a positive number of seconds") }
         let ext = (output as NSString).pathExtension.lowercased()
@@ -43,10 +45,20 @@ struct AudioRecordCommand: AsyncParsableCommand {
         do {
             recorder = try AudioRecorder(path: output, settings: AudioRecorderSettings(format: chosen), microphone: microphone, pace: pace)
         } catch { throw CommandFailure(error) }
-        recorder.isMeteringEnabled = meter
+        // --meter is its own live display; otherwise the status line (which reads the meters itself).
+        let statusMode: StatusOptions.Mode = meter ? .none : status.mode
+        recorder.isMeteringEnabled = meter || statusMode != .none
         guard recorder.record(forDuration: duration) else { throw CommandFailure(recorder.error ?? .invalidState("could not start recording")) }
         let stop = SignalHandler(signals: [SIGINT, SIGTERM]) { recorder.stop() }
         defer { stop.cancel() }
+        let started = Date()
+        let reporter = StatusReporter(mode: statusMode) { [output] in
+            guard recorder.isRecording else { return nil }
+            recorder.updateMeters()
+            return CaptureStatus(elapsed: Date().timeIntervalSince(started), mediaSeconds: recorder.currentTime,
+                                 fileSize: StatusReporter.fileSize(output), audioLevelDBFS: recorder.peakPower(forChannel: 0))
+        }
+        defer { reporter?.stop() }
         while recorder.isRecording {
             try? await Task.sleep(for: .milliseconds(100))
             if meter {
@@ -56,6 +68,7 @@ struct AudioRecordCommand: AsyncParsableCommand {
             }
         }
         await recorder.waitUntilFinished()
+        reporter?.stop()
         if let error = recorder.error { throw CommandFailure(error) }
         print(String(format: "recorded %.3f s to %@", recorder.recordedDuration, output))
     }
@@ -94,6 +107,8 @@ struct AudioPlayCommand: AsyncParsableCommand {
     @Option(help: "virtual (as fast as possible) or realtime.")
     var pace: CapturePace = .realtime
 
+    @OptionGroup var status: StatusOptions
+
     func run() async throws {
         guard (0...1).contains(volume) else { throw ValidationError("--volume must be within 0…1") }
         guard (0.5...2).contains(rate) else { throw ValidationError("--rate must be within 0.5…2") }
@@ -118,7 +133,15 @@ struct AudioPlayCommand: AsyncParsableCommand {
         defer { stop.cancel() }
         let before = player.output.playedFrameCount
         guard player.play() else { throw CommandFailure(player.error ?? .invalidState("could not start playback")) }
+        let started = Date()
+        let reporter = StatusReporter(mode: status.mode) {
+            guard player.isPlaying else { return nil }
+            // No level here: reading the meters would reset what the final summary's average and peak cover.
+            return CaptureStatus(elapsed: Date().timeIntervalSince(started), mediaSeconds: player.currentTime)
+        }
+        defer { reporter?.stop() }
         await player.waitUntilStopped()
+        reporter?.stop()
         if let error = player.error { throw CommandFailure(error) }
         player.updateMeters()
         let frames = player.output.playedFrameCount - before

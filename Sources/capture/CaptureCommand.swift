@@ -10,6 +10,10 @@ struct CaptureCommand: AsyncParsableCommand {
         discussion: """
             Devices are named by unique ID: sim:back, sim:front, sim:webcam (simulated cameras), sim:mic (simulated microphone).
             Simulated frames carry a frame-index stamp and A/V sync markers (see README).
+
+            Logging (any command, anywhere on the line): --log-level trace|debug|info|notice|warning|error|critical, \
+            --verbose (= debug). Default: $CAPTUREKIT_LOG_LEVEL, else warning. Log lines go to stderr, labelled \
+            capturekit.<module> (FFmpeg's and ALSA's own messages as capturekit.ffmpeg and capturekit.alsa).
             """,
         version: CaptureKit.version,
         subcommands: [RecordCommand.self, PhotoCommand.self, DevicesCommand.self, ControlsCommand.self, FormatsCommand.self,
@@ -20,7 +24,12 @@ struct CaptureCommand: AsyncParsableCommand {
         // EFBIG: "File too large") and a file cut back to its complete fragments, not kill the
         // process with SIGXFSZ halfway through a write.
         signal(SIGXFSZ, SIG_IGN)
-        await main(nil)
+        let arguments: [String]
+        do { arguments = try LogOptions.apply(Array(CommandLine.arguments.dropFirst())) } catch {
+            printError("Error: \(error)")
+            Foundation.exit(ExitCode.validationFailure.rawValue)
+        }
+        await main(arguments)
     }
 }
 
@@ -67,4 +76,39 @@ func encodeJSON<T: Encodable>(_ value: T) -> String {
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
     return String(decoding: (try? encoder.encode(value)) ?? Data(), as: UTF8.self)
+}
+
+/// The envelope every `--json` output shares: the body's own keys (or, for a list, the list under
+/// `listKey`) plus `schemaVersion` (bumped when a key changes meaning or goes away; new keys do not
+/// bump it), `command` (the subcommand path, e.g. "fixture info") and `captureKitVersion`.
+struct JSONEnvelope<Body: Encodable>: Encodable {
+    static var schemaVersion: Int { jsonSchemaVersion }
+    let command: String
+    let body: Body
+    let listKey: String?
+
+    private struct Key: CodingKey {
+        let stringValue: String
+        var intValue: Int? { nil }
+        init(_ string: String) { stringValue = string }
+        init?(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        if listKey == nil { try body.encode(to: encoder) }
+        var container = encoder.container(keyedBy: Key.self)
+        if let listKey { try container.encode(body, forKey: Key(listKey)) }
+        try container.encode(jsonSchemaVersion, forKey: Key("schemaVersion"))
+        try container.encode(command, forKey: Key("command"))
+        try container.encode(CaptureKit.version, forKey: Key("captureKitVersion"))
+    }
+}
+
+/// The schema version of the `--json` outputs (README: "Machine-readable output").
+let jsonSchemaVersion = 1
+
+/// `value` in the shared envelope, pretty-printed with sorted keys.
+func encodeJSON<T: Encodable>(_ value: T, command: String, listKey: String? = nil) -> String {
+    encodeJSON(JSONEnvelope(command: command, body: value, listKey: listKey))
 }

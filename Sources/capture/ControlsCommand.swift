@@ -20,7 +20,7 @@ struct ControlsCommand: AsyncParsableCommand {
             throw CommandFailure(error)
         }
         if json {
-            print(encodeJSON(statuses))
+            print(encodeJSON(statuses, command: "controls", listKey: "controls"))
             return
         }
         for s in statuses {

@@ -38,7 +38,7 @@ struct DevicesCommand: AsyncParsableCommand {
                        position: device.position.rawValue, formats: device.formats.map(Self.describe))
         }
         if json {
-            print(encodeJSON(infos))
+            print(encodeJSON(infos, command: "devices", listKey: "devices"))
             return
         }
         for info in infos {

@@ -48,6 +48,8 @@ struct FixtureRecordCommand: AsyncParsableCommand {
     @Flag(help: "Print the summary as JSON.")
     var json = false
 
+    @OptionGroup var status: StatusOptions
+
     @Argument(help: "Output fixture file (.nut).")
     var output: String
 
@@ -104,9 +106,20 @@ struct FixtureRecordCommand: AsyncParsableCommand {
             // The movie starts the moment the fixture is armed (opening the fixture writer can take
             // a while), so both begin with the next buffer; the check below catches the rare frame
             // that arrives between the two.
+            let began = Locked<Date?>(nil)
+            let realtime = pace == .realtime
+            let reporter = StatusReporter(mode: status.mode) { [output] in
+                guard let start = began.withLock({ $0 }), fixture.isRecording else { return nil }
+                let elapsed = Date().timeIntervalSince(start)
+                // Buffers are stored as they arrive: in real time the media so far is the time so far.
+                return CaptureStatus(elapsed: elapsed, mediaSeconds: realtime ? elapsed : nil, fileSize: StatusReporter.fileSize(output))
+            }
+            defer { reporter?.stop() }
             summary = try await fixture.record(to: output) {
+                began.withLock { $0 = Date() }
                 if let movie { movieOutput.startRecording(to: movie, recordingDelegate: movieDelegate) }
             }
+            reporter?.stop()
             if let movie {
                 session.stopRunning()
                 let recorded = try await movieDelegate.result().get()
@@ -123,7 +136,7 @@ struct FixtureRecordCommand: AsyncParsableCommand {
             throw CommandFailure(error)
         }
         if json {
-            print(movie == nil ? encodeJSON(summary) : encodeJSON(Output(fixture: summary, movie: movieSummary)))
+            print(movie == nil ? encodeJSON(summary, command: "fixture record") : encodeJSON(Output(fixture: summary, movie: movieSummary), command: "fixture record"))
         } else {
             print("Recorded fixture \(summary.path): \(summary.buffers.map(String.init).joined(separator: " + ")) buffers, "
                   + "\(summary.controlChanges) control changes, \(summary.fileSize) bytes, stopped: \(summary.stopReason)")
@@ -222,7 +235,7 @@ struct FixtureInfoCommand: AsyncParsableCommand {
         let info = Info(path: fixture, version: contents.version, span: contents.span.seconds, devices: devices,
                         controlChanges: contents.controlChanges.count)
         if json {
-            print(encodeJSON(info))
+            print(encodeJSON(info, command: "fixture info"))
             return
         }
         print("\(info.path): CaptureKit fixture version \(info.version), \(String(format: "%.3f", info.span)) s, \(info.controlChanges) control changes")

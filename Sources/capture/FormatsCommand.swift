@@ -48,7 +48,7 @@ struct FormatsCommand: AsyncParsableCommand {
         let active = device.activeFormat
         let infos = device.formats.enumerated().map { i, f in Self.info(i, f, active: f == active) }
         if json {
-            print(encodeJSON(infos))
+            print(encodeJSON(infos, command: "formats", listKey: "formats"))
             return
         }
         for f in infos {

@@ -94,7 +94,7 @@ struct PhotoCommand: AsyncParsableCommand {
                               exifOrientation: Int(photo.exifOrientation), timestamp: photo.timestamp.seconds,
                               flash: photo.resolvedSettings.isFlashEnabled)
         if json {
-            print(encodeJSON(summary))
+            print(encodeJSON(summary, command: "photo"))
         } else {
             print("Wrote \(output): \(summary.width)x\(summary.height) JPEG, \(summary.bytes) bytes, EXIF orientation \(summary.exifOrientation), flash \(summary.flash ? "fired" : "off")")
         }

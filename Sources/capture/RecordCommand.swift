@@ -85,6 +85,8 @@ struct RecordCommand: AsyncParsableCommand {
     @Flag(help: "Print the summary as JSON.")
     var json = false
 
+    @OptionGroup var status: StatusOptions
+
     @Flag(help: "Also find faces and codes (a metadata output) and write them as JSON lines next to the movie: OUTPUT without its extension + .metadata.jsonl.")
     var metadata = false
 
@@ -264,13 +266,27 @@ struct RecordCommand: AsyncParsableCommand {
             defer { interrupt.cancel() }
             // One line on stderr when the first sample is in: scripts (and the crash tests) learn
             // when the recording really began, measured on this process's own clock.
+            let began = Locked<Date?>(nil)
+            let both = cameraDevice != nil && micDevice != nil, hasCamera = cameraDevice != nil
+            let reporter = StatusReporter(mode: status.mode) {
+                guard let start = began.withLock({ $0 }), movie.isRecording else { return nil }
+                let live = movie.liveStatistics
+                let drift = both ? live.lastVideoTime.flatMap { v in live.lastAudioEnd.map { v - $0 } } : nil
+                return CaptureStatus(elapsed: Date().timeIntervalSince(start), mediaSeconds: movie.recordedDuration.seconds,
+                                     frames: hasCamera ? live.videoFrames : nil,
+                                     dropped: hasCamera ? live.droppedVideoFrames : nil,
+                                     fileSize: movie.recordedFileSize, encoderQueue: movie.encoderQueueDepth.current,
+                                     audioLevelDBFS: live.audioPeakDBFS, avDrift: drift)
+            }
+            defer { reporter?.stop() }
             summary = try await movie.record(to: output) { [output] in
                 let line = "capture: recording to \(output) (first sample \(String(format: "%.3f", ProcessClock.secondsSinceLaunch())) s after launch)\n"
                 FileHandle.standardError.write(Data(line.utf8))
+                began.withLock { $0 = Date() }
             }
         } catch {
             // The disk refused a write: with --json, scripts still get what was kept (stdout).
-            if json, let kept = WriteFailureSummary(output: output, error: error) { print(encodeJSON(kept)) }
+            if json, let kept = WriteFailureSummary(output: output, error: error) { print(encodeJSON(kept, command: "record")) }
             throw CommandFailure(error)
         }
         session.stopRunning()
@@ -299,7 +315,7 @@ struct RecordCommand: AsyncParsableCommand {
             metadataDetectionRate: metadataWriter.map { _ in metadataOutput.statistics.detectionRate },
             metadataFramesSkipped: metadataWriter.map { _ in metadataOutput.statistics.framesSkipped })
         if json {
-            print(encodeJSON(result))
+            print(encodeJSON(result, command: "record"))
         } else {
             printHuman(result)
         }

@@ -157,7 +157,7 @@ struct ScanCommand: AsyncParsableCommand {
         if json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys]
-            FileHandle.standardOutput.write((try? encoder.encode(["summary": summary])) ?? Data())
+            FileHandle.standardOutput.write((try? encoder.encode(JSONEnvelope(command: "scan", body: ["summary": summary], listKey: nil))) ?? Data())
             FileHandle.standardOutput.write(Data("\n".utf8))
         } else {
             FileHandle.standardOutput.write(Data("scanned \(String(format: "%.2f", stats.mediaSeconds)) s of \(camera): \(summary.objects) objects, \(stats.framesDetected) frames detected, \(stats.framesSkipped) skipped, detection rate \(String(format: "%.1f", stats.detectionRate)) fps\n".utf8))

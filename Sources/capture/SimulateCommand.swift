@@ -62,6 +62,8 @@ struct SimulateCommand: AsyncParsableCommand {
         }
     }
 
+    @OptionGroup var status: StatusOptions
+
     func run() async throws {
         let registry = CaptureKit.makeRegistry(seed: seed)
         var video: (device: CaptureDevice, sink: V4L2LoopbackSink, output: VideoLoopbackOutput)?
@@ -123,10 +125,21 @@ struct SimulateCommand: AsyncParsableCommand {
             printError("capture simulate: writing \(audio.device.uniqueID) (\(audio.sink.format.sampleRate) Hz, \(audio.sink.format.channelCount) ch) to \(audio.sink.uniqueID) as S16_LE "
                        + "(period \(audio.sink.grantedPeriodFrames ?? 0), buffer \(audio.sink.grantedBufferFrames ?? 0) frames); " + until)
         }
+        let videoOutput = video?.output, audioOutput = audio?.output, audioRate = Double(audio?.sink.format.sampleRate ?? 48_000)
+        let began = Date()
+        let reporter = StatusReporter(mode: status.mode) {
+            let v = videoOutput?.statistics, a = audioOutput?.statistics
+            // Media written: the audio's frames, else the wall time (frames go out as they come).
+            return CaptureStatus(elapsed: Date().timeIntervalSince(began), mediaSeconds: a.map { Double($0.framesWritten) / audioRate }
+                                    ?? Date().timeIntervalSince(began),
+                                 frames: v?.framesWritten, dropped: v.map { $0.framesDropped })
+        }
+        defer { reporter?.stop() }
         while !stop.withLock({ $0 }), video?.output.statistics.error == nil, audio?.output.statistics.error == nil, session.isRunning {
             if let duration, (HostClock.now() - start).seconds >= duration { break }
             try? await Task.sleep(nanoseconds: 20_000_000)
         }
+        reporter?.stop()
         session.stopRunning()
         video?.sink.close()
         audio?.sink.endPlayback()

@@ -15,7 +15,7 @@ import Testing
     @Test func devicesListsTheSimulatorWithFormats() throws {
         let result = try TestSupport.run(Self.binary, ["devices", "--json"])
         #expect(result.status == 0, "\(result.stderr)")
-        let devices = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]])
+        let devices = try #require((try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])?["devices"] as? [[String: Any]])
         let ids = devices.compactMap { $0["uniqueID"] as? String }
         #expect(ids.contains("sim:back") && ids.contains("sim:mic"))
         let back = try #require(devices.first { $0["uniqueID"] as? String == "sim:back" })

@@ -14,14 +14,14 @@ import Testing
     @Test func controlsListsEveryKeyWithSupportRangeAndValue() throws {
         let result = try TestSupport.run(Self.binary, ["controls", "sim:back", "--json"])
         #expect(result.status == 0, "\(result.stderr)")
-        let controls = try #require(try json(result) as? [[String: Any]])
+        let controls = try #require((try json(result) as? [String: Any])?["controls"] as? [[String: Any]])
         let byKey = Dictionary(uniqueKeysWithValues: controls.compactMap { c in (c["key"] as? String).map { ($0, c) } })
         for key in CaptureDevice.controlKeys { #expect(byKey[key] != nil, "\(key) missing") }
         #expect(byKey["exposure.iso"]?["allowed"] as? String == "29…928")
         #expect(byKey["focus.mode"]?["current"] as? String == "continuousAutoFocus")
         #expect(byKey["torch.mode"]?["supported"] as? Bool == true)
         let front = try TestSupport.run(Self.binary, ["controls", "sim:front", "--json"])
-        let frontControls = try #require(try json(front) as? [[String: Any]])
+        let frontControls = try #require((try json(front) as? [String: Any])?["controls"] as? [[String: Any]])
         #expect(frontControls.first { $0["key"] as? String == "torch.mode" }?["supported"] as? Bool == false)
         #expect(frontControls.first { $0["key"] as? String == "focus.lensPosition" }?["supported"] as? Bool == false)
         let text = try TestSupport.run(Self.binary, ["controls", "sim:webcam"])
@@ -33,7 +33,7 @@ import Testing
     @Test func formatsListsRatesExposureAndISO() throws {
         let result = try TestSupport.run(Self.binary, ["formats", "sim:back", "--json"])
         #expect(result.status == 0, "\(result.stderr)")
-        let formats = try #require(try json(result) as? [[String: Any]])
+        let formats = try #require((try json(result) as? [String: Any])?["formats"] as? [[String: Any]])
         let hd = try #require(formats.first { $0["name"] as? String == "420f 1280x720" })
         #expect(hd["maxFrameRate"] as? Double == 240 && hd["minFrameRate"] as? Double == 5)
         #expect(hd["minISO"] as? Double == 29 && hd["maxISO"] as? Double == 928)

@@ -40,6 +40,14 @@ unsigned long ck_vidioc_query_ext_ctrl(void);
 // ALSA: route libasound's own error messages (variadic handler) to nowhere, or back to stderr.
 void ck_alsa_set_quiet(int quiet);
 
+// Log routing into Swift (swift-log): `sink` gets one whole line, without its newline, and a level
+// (FFmpeg: the AV_LOG_* level; ALSA: the error code, 0 when none). FFmpeg's lines are prefixed by
+// av_log_format_line2 ("[libx264 @ 0x…] "); lines above av_log_get_level() are dropped before formatting.
+// A NULL sink restores the library's own printing to stderr.
+typedef void (*ck_log_sink)(int level, const char *line);
+void ck_log_route_ffmpeg(ck_log_sink sink);
+void ck_log_route_alsa(ck_log_sink sink);
+
 // Simulator camera effects (imaging.c): integer loops the compiler vectorises. All total:
 // sizes <= 0 do nothing.
 // Horizontal box blur of `lanes` interleaved channels (lane c's samples at base[y*stride + x*step + c],
