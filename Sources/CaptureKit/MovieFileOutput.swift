@@ -132,8 +132,9 @@ public final class MovieFileOutput: CaptureOutput {
         state.withLock { $0.connectionSettings[ObjectIdentifier(connection)] ?? $0.settings }
     }
 
-    /// Faults injected into the next recording's writing (tests and simulated runs: a simulator
-    /// scenario's `faults.outputFaults`): a disk that fills at N bytes, a slow disk, a slow encoder.
+    /// Faults injected into the next recording's writing: a disk that fills at N bytes, a slow
+    /// disk, a slow encoder. Left empty, a recording from simulated devices takes its scenario's
+    /// (`SimulatorScenario.faults.outputFaults`) when it starts.
     public var outputFaults: OutputFaults {
         get { state.withLock { $0.outputFaults } }
         set { state.withLock { $0.outputFaults = newValue } }
