@@ -42,6 +42,8 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
     public let formats: [DeviceFormat]
 
     private let driver: any CaptureDriver
+    /// The driver that made this device (a simulator's carries its scenario, e.g. its fault timeline).
+    public var backingDriver: any CaptureDriver { driver }
     private let state: Locked<State>
     private let observers = ControlObservers()
     private let subjectAreaEvents = EventBroadcaster<MediaTime>()

@@ -89,6 +89,9 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
     case metadataObjectTypeNotAvailable(type: String, available: [String])
     /// A detector (ZBar, OpenCV) could not be set up or failed; `reason` says why.
     case detectorUnavailable(detector: String, reason: String)
+    /// Event `event` (0-based) of a simulator fault timeline cannot happen as written: `problem`
+    /// says what is wrong, `allowed` what would be accepted.
+    case invalidFaultEvent(event: Int, problem: String, allowed: String)
 
     /// A failed write on `path` as the typed error for its errno: ENOSPC and EDQUOT are `diskFull`,
     /// everything else `writeFailed`.
@@ -183,6 +186,8 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
             return "torch level \(requested) is above the level available now (\(available), limited by the device's thermal state); use a lower level or wait"
         case .invalidProfile(let file, let field, let problem):
             return "device profile \(file): field '\(field)': \(problem)"
+        case .invalidFaultEvent(let event, let problem, let allowed):
+            return "fault timeline event \(event): \(problem); allowed: \(allowed)"
         case .deviceStartFailed(let id, let reason):
             return "device '\(id)' could not start streaming: \(reason)"
         case .deviceAccessDenied(let id):

@@ -3,6 +3,7 @@
 // time, the delivery thread in virtual pace); `state` is taken only to decide and to publish progress.
 import CaptureCore
 import CaptureMedia
+import CaptureSimulator
 import Dispatch
 import Foundation
 
@@ -192,6 +193,12 @@ extension MovieFileOutput {
         let interval = s.movieFragmentInterval
         options.fragmentInterval = interval.isNumeric && interval > .zero ? interval : nil
         options.defragmentsOnFinish = !s.keepsMovieFragments
+        options.faults = s.outputFaults
+        // Unset: a simulated input's scenario supplies them (its fault timeline's output faults).
+        if options.faults.isEmpty, let scenario = request.connections.lazy
+            .compactMap({ ($0.input.device.backingDriver as? SimulatorDriver)?.scenario }).first {
+            options.faults = scenario.faults.outputFaults
+        }
         // The first frame's own format: a device may deliver decoded frames for a compressed
         // format (an MJPEG camera gives I420), so the connection's format is not what arrives.
         if let video = request.connections.first(where: { $0.mediaType == .video }),
