@@ -302,6 +302,8 @@ public final class CaptureHarness {
 
     /// Stops the movie (at the current virtual time) and the session, then reads the movie back.
     public func finish(analyze: Bool = true) async -> Recording {
+        let cutoff = now.seconds
+        collector.state.withLock { $0.cutoff = cutoff }
         if let movie, started {
             movie.stopRecording()
             // The stop takes effect at the next sample.
@@ -418,6 +420,9 @@ final class Collector: VideoDataOutputSampleBufferDelegate, AudioDataOutputSampl
         var lastEndByMedia: [MediaType: Double] = [:]
         /// The end of the step being delivered (interruptions are stamped with it).
         var stepEnd = 0.0
+        /// Samples at or after this PTS (seconds) are not counted: the step `finish()` takes to
+        /// stop the movie is not part of the run.
+        var cutoff = Double.infinity
         var sawStopped = false
     }
 
@@ -436,6 +441,7 @@ final class Collector: VideoDataOutputSampleBufferDelegate, AudioDataOutputSampl
         let id = connection.input.device.uniqueID
         let end = (sample.presentationTime + sample.duration).seconds
         state.withLock { s in
+            guard sample.presentationTime.seconds < s.cutoff else { return }
             s.delivered.frameSequence.append(sample.sequenceNumber)
             s.delivered.framePTS.append(sample.presentationTime.seconds)
             s.lastEnd[id] = end
@@ -454,6 +460,7 @@ final class Collector: VideoDataOutputSampleBufferDelegate, AudioDataOutputSampl
         let frames = Int64(sample.audioBuffer?.frameLength ?? 0)
         let rate = sample.audioBuffer?.format.sampleRate ?? 0
         state.withLock { s in
+            guard sample.presentationTime.seconds < s.cutoff else { return }
             s.delivered.audioFrames += frames
             if rate > 0 { s.delivered.audioSampleRate = rate }
             if let gap = sample.discontinuity { s.delivered.audioFramesLost += Int64(gap.count) }
