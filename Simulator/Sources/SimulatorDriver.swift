@@ -1,4 +1,5 @@
 import CaptureCore
+import Foundation
 
 /// The simulator backend: synthetic cameras and microphones described by profiles, on a
 /// virtual or real-time clock. Everything they produce is a function of (profile, seed, index,
@@ -6,7 +7,7 @@ import CaptureCore
 ///
 /// `SimulatorDriver(seed:)` loads the built-in profiles plus those named by `CAPTUREKIT_PROFILES`;
 /// if one of those is malformed, `discoverDevices()` throws the error naming file, field and problem.
-public struct SimulatorDriver: CaptureDriver, AuthorizingDriver, HotPlugDriver, AudioRoutingDriver {
+public struct SimulatorDriver: CaptureDriver, AuthorizingDriver, HotPlugDriver, AudioRoutingDriver, AvailabilityReportingDriver {
     public let scheme = "sim"
     public let seed: UInt64
     public let profiles: [SimulatedDeviceProfile]
@@ -76,6 +77,18 @@ public struct SimulatorDriver: CaptureDriver, AuthorizingDriver, HotPlugDriver, 
         }
     }
 
+    /// Interruptions of the scenario's fault timeline: a named device (or every device) is in use
+    /// by another client, then given back.
+    public func addAvailabilityHandler(_ handler: @escaping @Sendable (String, InterruptionReason?) -> Void) {
+        let profiles = self.profiles
+        scenario.addAvailabilityHandler { uniqueID, available in
+            for profile in profiles where uniqueID == nil || profile.uniqueID == uniqueID {
+                let reason: InterruptionReason = profile.mediaType == .audio ? .audioDeviceInUseByAnotherClient : .videoDeviceInUseByAnotherClient
+                handler(profile.uniqueID, available ? nil : reason)
+            }
+        }
+    }
+
     // MARK: Audio routing (the audio session's ports)
 
     public func audioInputRoutes() -> [AudioInputRoute] {
@@ -130,6 +143,13 @@ public final class SimulatorScenario: Sendable {
         var microphones: [String: MicrophoneSettings] = [:]
         var sceneTruth: [String: [SceneTruthFrame]] = [:]
         var faults = FaultTimeline()
+        /// The fault clock's zero (the first stream's start since `faults` was set) and the events
+        /// that have fired (each fires once).
+        var faultOrigin: MediaTime?
+        var firedFaults: Set<Int> = []
+        /// Streams running per device (device actions fire from the device's own stream while it has one).
+        var streaming: [String: Int] = [:]
+        var availabilityHandlers: [@Sendable (String?, Bool) -> Void] = []
     }
 
     /// A simulated microphone's data source (nil: the port's default) and gain stage (0…1).
@@ -267,10 +287,146 @@ public final class SimulatorScenario: Sendable {
 
     func videoFaults(_ uniqueID: String) -> VideoFaults? { state.withLock { $0.videoFaults[uniqueID] } }
 
-    /// The scripted faults of this run (see `FaultTimeline`); streams read it when they start.
+    /// The scripted faults of this run (see `FaultTimeline`). Setting it rewinds the fault clock:
+    /// its zero is the start of the next stream (a session's virtual start), and each event fires once.
+    ///
+    /// How events fire: stream faults (video, audio) are applied by the named device's stream to
+    /// the first frame (buffer) whose start lies at or past the event's time (frame index); device
+    /// actions (unplug, replug, priority) fire in the device's own stream while it streams, else in
+    /// any stream of this scenario reaching the time (or `advanceFaultClock(to:)`); session faults
+    /// in any stream. Output faults are not fired here: a file output reads them (`outputFaults`).
+    /// Interruptions: in virtual pace an interruption takes no virtual time (nothing streams during
+    /// it): the session is interrupted before the frame at the begin time, then resumes at once if
+    /// an `interruptionEnded` follows; in real time it resumes after the scripted span of wall time.
     public var faults: FaultTimeline {
         get { state.withLock { $0.faults } }
-        set { state.withLock { $0.faults = newValue } }
+        set {
+            state.withLock {
+                $0.faults = newValue
+                $0.faultOrigin = nil
+                $0.firedFaults = []
+            }
+        }
+    }
+
+    /// The events that have fired so far, as indices into `faults.events`.
+    public var firedFaultEvents: Set<Int> { state.withLock { $0.firedFaults } }
+
+    /// The fault clock's zero: the anchor of the first stream started since `faults` was set.
+    func faultClock(startingAt anchor: MediaTime, device: String) -> MediaTime {
+        state.withLock { s in
+            if s.faultOrigin == nil { s.faultOrigin = anchor }
+            s.streaming[device, default: 0] += 1
+            return s.faultOrigin!
+        }
+    }
+
+    func streamStopped(device: String) {
+        state.withLock { s in s.streaming[device] = max(0, (s.streaming[device] ?? 0) - 1) }
+    }
+
+    /// Marks fired and returns, in timeline order, the events due in a stream of `device` at
+    /// `elapsed` on the fault clock (and frame `frame`, cameras) — nil device: no stream (an
+    /// explicit advance), which takes time-based device and session actions only.
+    func takeDueFaults(device: String?, elapsed: MediaTime, frame: Int64?) -> [(index: Int, event: FaultEvent)] {
+        state.withLock { s in
+            var due: [(Int, FaultEvent)] = []
+            for (index, event) in s.faults.events.enumerated() where !s.firedFaults.contains(index) {
+                let mine = device != nil && event.device == device
+                switch event.fault.scope {
+                case .output: continue
+                case .video, .audio: guard mine else { continue }
+                case .device:
+                    // The device's own stream, when it has one, decides the exact frame.
+                    if !mine, let target = event.device, (s.streaming[target] ?? 0) > 0 { continue }
+                case .session: break
+                }
+                let isDue: Bool
+                switch event.at {
+                case .time(let t): isDue = t <= elapsed
+                case .frame(let n): isDue = mine && frame.map { n <= $0 } == true
+                }
+                if isDue {
+                    s.firedFaults.insert(index)
+                    due.append((index, event))
+                }
+            }
+            return due
+        }
+    }
+
+    /// Fires the device and session actions due at `elapsed` on the fault clock when no stream
+    /// runs to fire them (after an unplug stopped the session, say, a replug at a later time).
+    /// Returns how many fired.
+    @discardableResult
+    public func advanceFaultClock(to elapsed: MediaTime) -> Int {
+        let due = takeDueFaults(device: nil, elapsed: elapsed, frame: nil)
+        for (index, event) in due {
+            if let wait = perform(index, event, pace: .virtual) { _ = wait.waitUntilApplied(or: nil) }
+        }
+        return due.count
+    }
+
+    /// A begun interruption being applied off the stream's thread (the session stops this stream
+    /// while it waits, so the stream waits for that or for the interruption to be in force).
+    final class InterruptionWait: Sendable {
+        private let done = Locked(false)
+        func finish() { done.withLock { $0 = true } }
+        /// Waits until the interruption is in force or `stop` fires; true if stopped.
+        func waitUntilApplied(or stop: StopSignal?) -> Bool {
+            while !done.withLock({ $0 }) {
+                if stop?.isStopped == true { return true }
+                usleep(500)
+            }
+            return stop?.isStopped == true
+        }
+    }
+
+    /// Applies a device or session action (stream faults are the streams' own). An interruption
+    /// returns what the firing stream waits for.
+    func perform(_ index: Int, _ event: FaultEvent, pace: CapturePace) -> InterruptionWait? {
+        switch event.fault {
+        case .unplug: if let id = event.device { disconnect(id) }
+        case .replug: if let id = event.device { connect(id) }
+        case .configurationPriorityTaken(let holder): if let id = event.device { setExternalConfigurationLock(id, holder: holder) }
+        case .configurationPriorityReleased: if let id = event.device { setExternalConfigurationLock(id, holder: nil) }
+        case .authorization(let mediaType, let status): setAuthorizationStatus(status, for: mediaType)
+        case .interruptionEnded: notifyAvailability(event.device, available: true)
+        case .interruptionBegan:
+            let wait = InterruptionWait()
+            // The end that belongs to this begin: the next interruptionEnded of the same device.
+            let end = state.withLock { s -> MediaTime? in
+                guard let i = s.faults.events.indices.first(where: { i in
+                    i > index && !s.firedFaults.contains(i) && s.faults.events[i].fault == .interruptionEnded
+                        && s.faults.events[i].device == event.device
+                }) else { return nil }
+                s.firedFaults.insert(i)
+                if case .time(let t) = s.faults.events[i].at { return t }
+                return .zero
+            }
+            let begin: MediaTime = if case .time(let t) = event.at { t } else { .zero }
+            // Off the stream's thread: interrupting a session stops its streams and waits for its
+            // pump, which is the thread that is running this.
+            DispatchQueue.global().async {
+                self.notifyAvailability(event.device, available: false)
+                wait.finish()
+                guard let end else { return }
+                if pace == .realtime, end > begin { usleep(useconds_t(min(3_600, (end - begin).seconds) * 1_000_000)) }
+                self.notifyAvailability(event.device, available: true)
+            }
+            return wait
+        default: break
+        }
+        return nil
+    }
+
+    private func notifyAvailability(_ uniqueID: String?, available: Bool) {
+        for handler in state.withLock({ $0.availabilityHandlers }) { handler(uniqueID, available) }
+    }
+
+    /// Device availability changes from interruptions (nil ID: every device).
+    func addAvailabilityHandler(_ handler: @escaping @Sendable (String?, Bool) -> Void) {
+        state.withLock { $0.availabilityHandlers.append(handler) }
     }
 
     /// Virtual pace: how long (wall time) a simulated camera waits for a consumer to return one of
@@ -376,6 +532,21 @@ final class SimulatedVideoStream: ReconfigurableStream {
     private let setup: Locked<SimulatedStreamSetup>
     private let pending = Locked<(setup: SimulatedStreamSetup, applied: [@Sendable (MediaTime) -> Void])?>(nil)
     private let faults = Locked<SimulatorScenario.VideoFaults?>(nil)
+    private let timeline = Locked(VideoFaultState())
+
+    /// What the scenario's `FaultTimeline` has done to this stream so far.
+    struct VideoFaultState {
+        var origin = MediaTime.zero
+        var registered = false
+        var dropRemaining = 0
+        var jitterLimit: Int64 = 0
+        var jitterEnd = Int64.max
+        /// Frames starting before this point of the fault clock are lost (a stall).
+        var stallUntil: MediaTime?
+        var corruptions: [FrameCorruption] = []
+        var duplicateNext = false
+        var duplicate: SampleBuffer?
+    }
 
     init(camera: SimulatedCamera, setup: SimulatedStreamSetup) {
         self.camera = camera
@@ -403,6 +574,74 @@ final class SimulatedVideoStream: ReconfigurableStream {
     func start(at hostTime: MediaTime) throws(CaptureError) {
         state.withLock { $0 = (0, .zero, nil, hostTime) }
         faults.withLock { $0 = camera.scenario.videoFaults(camera.profile.uniqueID) }
+        let origin = camera.scenario.faultClock(startingAt: hostTime, device: camera.profile.uniqueID)
+        timeline.withLock { $0 = VideoFaultState(origin: origin, registered: true) }
+    }
+
+    /// Applies the timeline's events due at frame `index` (starting at `start`); true if the
+    /// stream was stopped while an interruption it fired took effect.
+    private func applyDueFaults(index: Int64, start: MediaTime, pace: CapturePace) -> Bool {
+        let origin = timeline.withLock { $0.origin }
+        let elapsed = start - origin
+        for (number, event) in camera.scenario.takeDueFaults(device: camera.profile.uniqueID, elapsed: elapsed, frame: index) {
+            switch event.fault {
+            case .dropFrames(let count): timeline.withLock { $0.dropRemaining += count }
+            case .jitter(let microseconds, let frames):
+                timeline.withLock {
+                    $0.jitterLimit = microseconds
+                    $0.jitterEnd = frames == 0 ? .max : index + Int64(frames)
+                }
+            case .stall(let milliseconds):
+                let from: MediaTime = if case .time(let t) = event.at { t } else { elapsed }
+                timeline.withLock { $0.stallUntil = from + MediaTime(value: Int64(milliseconds), timescale: 1000) }
+            case .corruptFrame(let kind): timeline.withLock { $0.corruptions.append(kind) }
+            case .duplicateFrame: timeline.withLock { $0.duplicateNext = true }
+            default:
+                if let wait = camera.scenario.perform(number, event, pace: pace), wait.waitUntilApplied(or: stopSignal) { return true }
+            }
+        }
+        return false
+    }
+
+    /// Whether the timeline loses frame `index` starting at `start` (a drop burst or a stall).
+    private func timelineLoses(index: Int64, start: MediaTime) -> Bool {
+        timeline.withLock { s in
+            if s.dropRemaining > 0 {
+                s.dropRemaining -= 1
+                return true
+            }
+            if let until = s.stallUntil {
+                if start - s.origin < until { return true }
+                s.stallUntil = nil
+            }
+            return false
+        }
+    }
+
+    /// Damages a compressed frame as scripted: cut in half after its headers (EOI lost), its SOI
+    /// marker overwritten, or its entropy-coded data replaced by seeded random bytes.
+    static func damage(_ buffer: PixelBuffer, _ kind: FrameCorruption, seed: UInt64) throws(CaptureError) {
+        var bytes = buffer.withCompressedData { Array($0) }
+        guard bytes.count > 4 else { return }
+        // The entropy-coded data starts after the SOS segment.
+        var dataStart = 2
+        if let sos = (0..<(bytes.count - 3)).first(where: { bytes[$0] == 0xFF && bytes[$0 + 1] == 0xDA }) {
+            dataStart = min(bytes.count - 2, sos + 2 + (Int(bytes[sos + 2]) << 8 | Int(bytes[sos + 3])))
+        }
+        switch kind {
+        case .truncated:
+            bytes.removeSubrange((dataStart + (bytes.count - dataStart) / 2)...)
+        case .badMarker:
+            bytes[0] = 0x00
+            bytes[1] = 0x00
+        case .garbage:
+            var random = SeededRandom(seed: seed)
+            for i in dataStart..<(bytes.count - 2) { bytes[i] = UInt8(truncatingIfNeeded: random.next()) }
+        }
+        let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: bytes.count, alignment: 1)
+        defer { copy.deallocate() }
+        copy.copyBytes(from: bytes)
+        try buffer.setCompressedData(UnsafeRawBufferPointer(copy))
     }
 
     /// The scripted jitter of frame `index`: uniform in ±`limit` µs, from (seed, device, index).
@@ -417,6 +656,10 @@ final class SimulatedVideoStream: ReconfigurableStream {
     static let bufferCount = 8
 
     func nextSample() throws(CaptureError) -> SampleBuffer? {
+        // A scripted duplicate: the frame just delivered, again (same pixels, sequence number, PTS).
+        if let duplicate = timeline.withLock({ s in defer { s.duplicate = nil }; return s.duplicate }) {
+            return stopSignal.isStopped ? nil : duplicate
+        }
         var lost = 0
         var scriptedLoss = false
         var applied: [@Sendable (MediaTime) -> Void] = []
@@ -424,6 +667,9 @@ final class SimulatedVideoStream: ReconfigurableStream {
             if stopSignal.isStopped { return nil }
             guard camera.scenario.isConnected(camera.profile.uniqueID) else { throw .deviceDisconnected(camera.profile.uniqueID) }
             let (index, offset, previous, anchor) = state.withLock { ($0.next, $0.offset, $0.previous, $0.anchor) }
+            // The fault timeline's events due at this frame (an unplug makes it the first one lost).
+            if applyDueFaults(index: index, start: anchor + offset, pace: self.setup.withLock { $0.configuration.pace }) { return nil }
+            guard camera.scenario.isConnected(camera.profile.uniqueID) else { throw .deviceDisconnected(camera.profile.uniqueID) }
             // A frame boundary: a pending reconfiguration applies from this frame on (its handlers
             // fire with the first frame delivered, past any lost ones).
             if let change = pending.withLock({ p in defer { p = nil }; return p }) {
@@ -437,7 +683,8 @@ final class SimulatedVideoStream: ReconfigurableStream {
             let step = plan.exposureSeconds > configuration.frameDuration.seconds
                 ? MediaTime(seconds: plan.exposureSeconds, preferredTimescale: 1_000_000) : configuration.frameDuration
             let faults = self.faults.withLock { $0 }
-            let pts = anchor + offset + jitter(index, limit: faults?.jitterMicroseconds ?? 0)
+            let scripted = timeline.withLock { index < $0.jitterEnd ? $0.jitterLimit : 0 }
+            let pts = anchor + offset + jitter(index, limit: max(faults?.jitterMicroseconds ?? 0, scripted))
             if configuration.pace == .realtime {
                 // A frame is available once it has been exposed: at its start time plus its duration.
                 guard stopSignal.sleep(untilHostTime: pts + step) else { return nil }
@@ -447,7 +694,7 @@ final class SimulatedVideoStream: ReconfigurableStream {
                 s.previous = offset
                 s.offset = offset + step
             }
-            if faults?.droppedFrames.contains(index) == true {
+            if faults?.droppedFrames.contains(index) == true || timelineLoses(index: index, start: anchor + offset) {
                 // A scripted device drop: the frame is never delivered; the next one reports the gap.
                 lost += 1
                 scriptedLoss = true
@@ -471,11 +718,22 @@ final class SimulatedVideoStream: ReconfigurableStream {
                     items: renderer.sceneTruth(frame: index, items: plan.items, zoom: plan.effects.zoom)))
             }
             if let compression { try compression.compressor.compress(compression.scratch, into: buffer) }
+            if let corruption = timeline.withLock({ s in s.corruptions.isEmpty ? nil : s.corruptions.removeFirst() }), compression != nil {
+                try Self.damage(buffer, corruption, seed: camera.seed ^ SimulatorDriver.hash(camera.profile.uniqueID) ^ UInt64(bitPattern: index))
+            }
             camera.endFrame(plan, measurements: measurements, presentationTime: pts)
             for handler in applied { handler(pts) }
-            return SampleBuffer(payload: .pixels(buffer), formatDescription: setup.format,
-                                presentationTime: pts, duration: step, sequenceNumber: index,
-                                discontinuity: lost > 0 ? Discontinuity(count: lost, reason: scriptedLoss ? .discontinuity : .outOfBuffers) : nil)
+            let sample = SampleBuffer(payload: .pixels(buffer), formatDescription: setup.format,
+                                      presentationTime: pts, duration: step, sequenceNumber: index,
+                                      discontinuity: lost > 0 ? Discontinuity(count: lost, reason: scriptedLoss ? .discontinuity : .outOfBuffers) : nil)
+            timeline.withLock { s in
+                if s.duplicateNext {
+                    s.duplicateNext = false
+                    s.duplicate = SampleBuffer(payload: .pixels(buffer), formatDescription: setup.format,
+                                               presentationTime: pts, duration: step, sequenceNumber: index)
+                }
+            }
+            return sample
         }
     }
 
@@ -500,6 +758,9 @@ final class SimulatedVideoStream: ReconfigurableStream {
     func stop() {
         stopSignal.stop()
         setup.withLock { $0 }.pool.wakeWaiters()
+        if timeline.withLock({ s in defer { s.registered = false }; return s.registered }) {
+            camera.scenario.streamStopped(device: camera.profile.uniqueID)
+        }
     }
 }
 
@@ -529,18 +790,60 @@ final class SimulatedAudioStream: DriverStream {
         self.scenario = scenario
     }
 
+    /// What the scenario's `FaultTimeline` has done to this stream: its clock's zero, and the
+    /// drifting sample clock (sample `n` ≥ `driftStart` carries the scene's sample
+    /// `contentBase + (n − driftStart) / (1 + ppm·10⁻⁶)`).
+    private struct AudioFaultState {
+        var origin = MediaTime.zero
+        var registered = false
+        var driftPPM = 0.0
+        var driftStart: Int64 = 0
+        var contentBase: Int64 = 0
+
+        func content(_ n: Int64) -> Int64 {
+            guard driftPPM != 0 else { return contentBase + n - driftStart }
+            return contentBase + Int64((Double(n - driftStart) / (1 + driftPPM / 1_000_000)).rounded())
+        }
+    }
+    private let timeline = Locked(AudioFaultState())
+
     func start(at hostTime: MediaTime) throws(CaptureError) {
         state.withLock { $0 = (0, hostTime) }
+        let origin = scenario.faultClock(startingAt: hostTime, device: uniqueID)
+        timeline.withLock { $0 = AudioFaultState(origin: origin, registered: true) }
     }
 
     func nextSample() throws(CaptureError) -> SampleBuffer? {
         if stopSignal.isStopped { return nil }
         guard scenario.isConnected(uniqueID) else { throw .deviceDisconnected(uniqueID) }
         let rate = Int32(format.sampleRate)
+        // The fault timeline's events due at this buffer: a gap skips samples (the PTS jumps and the
+        // buffer reports them lost), a drift bends the sample clock, actions fire.
+        var skipped: Int64 = 0
+        let (next, anchorNow) = state.withLock { ($0.next, $0.anchor) }
+        let origin = timeline.withLock { $0.origin }
+        let startTime = anchorNow + MediaTime(value: next, timescale: rate)
+        for (number, event) in scenario.takeDueFaults(device: uniqueID, elapsed: startTime - origin, frame: nil) {
+            switch event.fault {
+            case .audioGap(let milliseconds): skipped += Int64(milliseconds) * Int64(rate) / 1000
+            case .clockDrift(let ppm):
+                timeline.withLock { t in
+                    let at = next + skipped
+                    t.contentBase = t.content(at)
+                    t.driftStart = at
+                    t.driftPPM = ppm
+                }
+            default:
+                if let wait = scenario.perform(number, event, pace: pace), wait.waitUntilApplied(or: stopSignal) { return nil }
+            }
+        }
+        guard scenario.isConnected(uniqueID) else { throw .deviceDisconnected(uniqueID) }
         let (first, anchor) = state.withLock { s in
+            s.next += skipped
             defer { s.next += Int64(framesPerBuffer) }
             return (s.next, s.anchor)
         }
+        let clock = timeline.withLock { $0 }
         let pts = anchor + MediaTime(value: first, timescale: rate)
         let duration = MediaTime(value: Int64(framesPerBuffer), timescale: rate)
         if pace == .realtime {
@@ -551,23 +854,35 @@ final class SimulatedAudioStream: DriverStream {
         let settings = scenario.microphoneSettings(uniqueID)
         let generator = (settings.dataSourceID ?? defaultDataSource).flatMap { dataSources[$0] } ?? self.generator
         let gain = settings.gain
+        let drifting = clock.driftPPM != 0
         buffer.withProducerBytes { raw in
             switch format.sampleFormat {
             case .float32:
                 let out = raw.baseAddress!.assumingMemoryBound(to: Float.self)
-                generator.fill(out, first: first, count: framesPerBuffer, channels: format.channelCount)
+                if drifting {
+                    for n in 0..<framesPerBuffer {
+                        let v = generator.sample(clock.content(first + Int64(n)))
+                        for c in 0..<format.channelCount { out[n * format.channelCount + c] = v }
+                    }
+                } else {
+                    generator.fill(out, first: clock.content(first), count: framesPerBuffer, channels: format.channelCount)
+                }
                 if gain != 1 { for i in 0..<(framesPerBuffer * format.channelCount) { out[i] *= gain } }
             case .int16:
                 let out = raw.baseAddress!.assumingMemoryBound(to: Int16.self)
                 for n in 0..<framesPerBuffer {
-                    let v = Int16(max(-32768, min(32767, (generator.sample(first + Int64(n)) * gain * 32767).rounded())))
+                    let v = Int16(max(-32768, min(32767, (generator.sample(clock.content(first + Int64(n))) * gain * 32767).rounded())))
                     for c in 0..<format.channelCount { out[n * format.channelCount + c] = v }
                 }
             }
         }
         return SampleBuffer(payload: .audio(buffer), formatDescription: .audio(format),
-                            presentationTime: pts, duration: duration, sequenceNumber: first)
+                            presentationTime: pts, duration: duration, sequenceNumber: first,
+                            discontinuity: skipped > 0 ? Discontinuity(count: Int(skipped), reason: .discontinuity) : nil)
     }
 
-    func stop() { stopSignal.stop() }
+    func stop() {
+        stopSignal.stop()
+        if timeline.withLock({ s in defer { s.registered = false }; return s.registered }) { scenario.streamStopped(device: uniqueID) }
+    }
 }

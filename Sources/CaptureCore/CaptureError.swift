@@ -91,6 +91,9 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
     case metadataObjectTypeNotAvailable(type: String, available: [String])
     /// A detector (ZBar, OpenCV) could not be set up or failed; `reason` says why.
     case detectorUnavailable(detector: String, reason: String)
+    /// Event `event` (0-based) of a simulator fault timeline cannot happen as written: `problem`
+    /// says what is wrong, `allowed` what would be accepted.
+    case invalidFaultEvent(event: Int, problem: String, allowed: String)
 
     /// A failed write on `path` as the typed error for its errno: ENOSPC and EDQUOT are `diskFull`,
     /// everything else `writeFailed`.
@@ -187,6 +190,8 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
             return "device profile \(file): field '\(field)': \(problem)"
         case .invalidScenario(let file, let field, let problem):
             return "scenario \(file): field '\(field)': \(problem); see Simulator/Scenarios/README.md for the format"
+        case .invalidFaultEvent(let event, let problem, let allowed):
+            return "fault timeline event \(event): \(problem); allowed: \(allowed)"
         case .deviceStartFailed(let id, let reason):
             return "device '\(id)' could not start streaming: \(reason)"
         case .deviceAccessDenied(let id):

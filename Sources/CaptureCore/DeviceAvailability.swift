@@ -60,3 +60,11 @@ public final class DeviceAvailability: Sendable {
         for observer in observers.withLock({ Array($0.values) }) { observer(change) }
     }
 }
+
+/// A driver that reports its devices becoming unavailable to this process (another client took
+/// them: `reason`) and available again (nil). A `DeviceRegistry` turns these into
+/// `DeviceAvailability` changes of its device objects, which interrupt and resume the sessions
+/// using them. The simulator's `FaultTimeline` interruptions arrive this way.
+public protocol AvailabilityReportingDriver: CaptureDriver {
+    func addAvailabilityHandler(_ handler: @escaping @Sendable (_ uniqueID: String, _ reason: InterruptionReason?) -> Void)
+}

@@ -34,6 +34,19 @@ public final class DeviceRegistry: Sendable {
                 self.handle(event, from: self.drivers[index])
             }
         }
+        for driver in drivers {
+            guard let reporting = driver as? any AvailabilityReportingDriver else { continue }
+            // A device taken by another client (or given back) interrupts (resumes) the sessions
+            // using this registry's object for it.
+            reporting.addAvailabilityHandler { [weak self] uniqueID, reason in
+                guard let self, let device = self.known.withLock({ $0[uniqueID] }) else { return }
+                if let reason {
+                    DeviceAvailability.shared.markUnavailable(device, reason: reason)
+                } else {
+                    DeviceAvailability.shared.markAvailable(device)
+                }
+            }
+        }
     }
 
     deinit {

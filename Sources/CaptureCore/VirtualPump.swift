@@ -51,7 +51,8 @@ struct VirtualPump: SessionPump {
                 do throws(CaptureError) {
                     if let sample = try entry.stream.nextSample() {
                         pending[ObjectIdentifier(entry)] = sample
-                    } else {
+                    } else if !entry.stopSignal.isStopped {
+                        // nil from a stream the session stopped (an interruption) is no end.
                         context.streamEnded(entry, generation)
                     }
                 } catch {
