@@ -92,13 +92,13 @@ public final class CaptureHarness {
         /// Milliseconds of audio lost to xruns.
         public var audioGapMilliseconds: Double { audioSampleRate > 0 ? Double(audioFramesLost) * 1000 / Double(audioSampleRate) : 0 }
         /// The largest distance (microseconds) of a frame's PTS from the frame grid of the first one.
+        /// The grid is placed where it fits best (half the spread of the PTS residuals), so a
+        /// jittered first frame does not count twice.
         public func maximumJitterMicroseconds(frameDuration: Double) -> Double {
-            guard let first = framePTS.first, let firstIndex = frameSequence.first, frameDuration > 0 else { return 0 }
-            var worst = 0.0
-            for (n, pts) in zip(frameSequence, framePTS) {
-                worst = max(worst, abs(pts - (first + Double(n - firstIndex) * frameDuration)))
-            }
-            return (worst * 1e6).rounded()
+            guard let firstIndex = frameSequence.first, frameDuration > 0 else { return 0 }
+            let residuals = zip(frameSequence, framePTS).map { n, pts in pts - Double(n - firstIndex) * frameDuration }
+            guard let low = residuals.min(), let high = residuals.max() else { return 0 }
+            return ((high - low) / 2 * 1e6).rounded()
         }
     }
 
@@ -154,6 +154,8 @@ public final class CaptureHarness {
     private var controlTimeline: ControlTimeline?
     private var eventTask: Task<Void, Never>?
     private var started = false
+    private var running = false
+    private var startError: CaptureError?
 
     /// Builds the registry, the devices, the session and its outputs; throws what is wrong with
     /// the configuration (an unknown device, a format it lacks, a control it refuses).
@@ -240,13 +242,17 @@ public final class CaptureHarness {
         started = true
         let events = session.eventStream()
         let collector = self.collector
-        eventTask = Task.detached { for await event in events { collector.record(event) } }
+        // On its own thread, not the cooperative pool: tests and runners block pool threads in
+        // `advance`, and events must be stamped while the step that caused them is current.
+        eventTask = Task(executorPreference: EventExecutor.shared) { for await event in events { collector.record(event) } }
         do {
             try session.startRunning()
         } catch {
-            collector.recordError(error, source: "session", pts: 0)
+            // The session posts it as a runtime error too; `finish()` records it once.
+            startError = error
             throw error
         }
+        running = true
         if let movie, let path = configuration.moviePath {
             try? FileManager.default.removeItem(atPath: path)
             movie.startRecording(to: path, recordingDelegate: recordingDelegate)
@@ -283,7 +289,11 @@ public final class CaptureHarness {
     }
 
     /// Adds a fault to the timeline at the current virtual time (or `at`): the simulator and
-    /// outputs apply it when their time reaches it.
+    /// outputs apply it when their time reaches it. A running session holds each device's next
+    /// sample already, so a fault pushed for "now" lands on the sample after that one; give `at`
+    /// (a time or frame not reached yet) to place it exactly. Setting `SimulatorScenario.faults` rewinds its
+    /// fault clock, so push before the first step, or onto a timeline none of whose events has
+    /// fired yet (fired events would fire again).
     public func push(_ fault: Fault, device: String? = nil, at time: FaultTime? = nil) {
         scenario.faults.add(fault, at: time ?? .time(now), device: device)
     }
@@ -319,8 +329,19 @@ public final class CaptureHarness {
         collector.settle()
         // Every event sent before `stopped` is recorded once the consumer has seen `stopped`.
         let deadline = Date().addingTimeInterval(5)
-        while started && !collector.state.withLock({ $0.sawStopped }) && Date() < deadline {
+        while running && !collector.state.withLock({ $0.sawStopped }) && Date() < deadline {
             try? await Task.sleep(for: .milliseconds(2))
+        }
+        if let startError {
+            // A refused start: the session's own report of it, or ours when it has none.
+            let type = Self.typeName(startError)
+            let until = Date().addingTimeInterval(1)
+            while !collector.state.withLock({ $0.errors.contains { $0.type == type } }) && Date() < until {
+                try? await Task.sleep(for: .milliseconds(2))
+            }
+            if !collector.state.withLock({ $0.errors.contains { $0.type == type } }) {
+                collector.recordError(startError, source: "session", pts: 0)
+            }
         }
         eventTask?.cancel()
         let summary = recordingDelegate.summary
@@ -491,11 +512,11 @@ final class Collector: VideoDataOutputSampleBufferDelegate, AudioDataOutputSampl
             recordError(error, source: "session", pts: pts)
         case .interrupted(let reason):
             state.withLock { s in
-                s.errors.append(.init(type: "interrupted", pts: s.stepEnd, message: "\(reason)", source: "session"))
+                s.errors.append(.init(type: "interrupted", pts: s.latestEnd, message: "\(reason)", source: "session"))
             }
         case .interruptionEnded:
             state.withLock { s in
-                s.errors.append(.init(type: "interruptionEnded", pts: s.stepEnd, message: "interruption ended", source: "session"))
+                s.errors.append(.init(type: "interruptionEnded", pts: s.latestEnd, message: "interruption ended", source: "session"))
             }
         case .stopped:
             state.withLock { $0.sawStopped = true }
@@ -541,5 +562,17 @@ final class RecordingDelegate: CaptureFileOutputRecordingDelegate {
             try? await Task.sleep(for: .milliseconds(2))
         }
         return true
+    }
+}
+
+/// Runs the harness's event consumer on one Dispatch queue (a task executor off the cooperative pool).
+final class EventExecutor: TaskExecutor {
+    static let shared = EventExecutor()
+    private let queue = DispatchQueue(label: "capturekit.harness.events")
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let executor = asUnownedTaskExecutor()
+        queue.async { job.runSynchronously(on: executor) }
     }
 }

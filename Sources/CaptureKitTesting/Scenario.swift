@@ -291,6 +291,20 @@ struct ScenarioParser {
                 s.faults.events.append(try fault(entry, "faults[\(i)]", scenario: s))
             }
         }
+        // The simulator's own rules on top (corruptFrame needs MJPEG; an end needs its beginning…).
+        var known: [FaultTimeline.Device] = []
+        if let c = s.camera {
+            let request = c.format.flatMap(FormatRequest.init)
+            known.append(FaultTimeline.Device(uniqueID: c.uniqueID, mediaType: .video, pixelFormat: request?.fourcc.flatMap(PixelFormat.init(name:)),
+                                              frameDuration: request?.frameDuration))
+        }
+        if let m = s.microphone { known.append(FaultTimeline.Device(uniqueID: m.uniqueID, mediaType: .audio)) }
+        do {
+            try s.faults.validate(devices: known, duration: MediaTime(seconds: duration, preferredTimescale: 1_000_000))
+        } catch {
+            if case .invalidFaultEvent(let index, let problem, let allowed) = error { throw fail("faults[\(index)]", "\(problem) (allowed: \(allowed))") }
+            throw fail("faults", "\(error)")
+        }
         guard let expectationsValue = top["expectations"] else { throw fail("expectations", "is required: what must come out (e.g. {\"frames\": 90})") }
         s.expectations = try expectations(expectationsValue, "expectations", scenario: s)
         guard !s.expectations.isEmpty else { throw fail("expectations", "states nothing; give at least one expectation") }

@@ -48,6 +48,8 @@ struct TestCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // The runner reports what it measures; libav's own complaints (a damaged frame) are noise here.
+        MediaFileReader.silenceLibraryLogs()
         let files: [String]
         do { files = try Scenario.files(in: scenarios) } catch { throw CommandFailure(error) }
         // Shard by the scenario's name (its "name", else the file's base name).

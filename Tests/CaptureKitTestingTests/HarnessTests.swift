@@ -75,13 +75,13 @@ import Testing
         let harness = try CaptureHarness(c)
         try harness.start()
         try harness.advance(toFrame: 15)
-        harness.push(.unplug, device: "sim:back")
-        try? harness.advance(by: 1.0)
+        harness.push(.unplug, device: "sim:back", at: .time(MediaTime(value: 1, timescale: 1)))
+        try? harness.advance(by: 2.0)
         let recording = await harness.finish()
-        #expect(recording.delivered.frameCount == 15, "nothing after the unplug")
+        #expect(recording.delivered.frameSequence == Array(0..<30), "nothing from 1 s on")
+        #expect(recording.errors.map(\.type) == ["deviceDisconnected"])
         let error = try #require(recording.errors.first)
-        #expect(error.type == "deviceDisconnected")
-        #expect(abs(error.pts - 0.5) < 0.05, "at \(error.pts) s")
+        #expect(abs(error.pts - 1.0) < 1e-6, "at \(error.pts) s: the end of the last frame")
     }
 
     @Test func aDeniedStartIsAnErrorAtZero() async throws {
