@@ -49,6 +49,20 @@ public struct InspectionReport: Sendable, Codable {
     public var damage: Damage?
     /// Metadata boxes (`Options.metadataBoxes`) drawn on the contact sheet's thumbnails.
     public var metadataBoxesDrawn: Int? = nil
+    /// The timing plot (`Options.plotPath`): where it went and what it shows.
+    public var plot: Plot? = nil
+
+    /// What `capture inspect --plot` drew: the A/V offset panel with its points, and the frame-interval
+    /// panel's axes (its points — one per frame — are left out of the report; `RecordingPlot` has them).
+    public struct Plot: Sendable, Codable {
+        public var path: String
+        public var width: Int
+        public var height: Int
+        public var offsets: RecordingPlot.Panel
+        public var intervals: RecordingPlot.Panel
+        public var intervalCount: Int
+        public var unpairedMarkers: Int
+    }
 
     public var passed: Bool { checks.allSatisfy(\.passed) }
 
@@ -101,6 +115,8 @@ public enum RecordingInspector {
         /// Detections to outline on the contact sheet (e.g. `capture record --metadata`'s lines):
         /// drawn on the thumbnail whose time is within 1/60 s of theirs.
         public var metadataBoxes: [MetadataBox] = []
+        /// Where to write a PNG of the A/V offsets and frame intervals (`RecordingPlot`).
+        public var plotPath: String?
         public init(expectFrames: Int? = nil, maxAVOffset: Double? = nil, contactSheetPath: String? = nil) {
             self.expectFrames = expectFrames
             self.maxAVOffset = maxAVOffset
@@ -219,13 +235,22 @@ public enum RecordingInspector {
             try? FileManager.default.removeItem(atPath: out)
             try NewFile.write(jpeg, to: out)
         }
+        var plot: InspectionReport.Plot?
+        if let out = options.plotPath {
+            let drawing = RecordingPlot(syncMarkers: analysis.syncMarkers, frameTimes: frameTimes)
+            try drawing.write(to: out)
+            var intervals = drawing.intervals
+            intervals.points = []
+            plot = .init(path: out, width: drawing.width, height: drawing.height, offsets: drawing.offsets, intervals: intervals,
+                         intervalCount: drawing.intervals.points.count, unpairedMarkers: drawing.unpairedMarkers)
+        }
         return InspectionReport(
             path: path, format: info.formatName, duration: info.duration, fileSize: size,
             bitrate: info.duration.flatMap { $0 > 0 ? Int(Double(size * 8) / $0) : nil },
             streams: streams, decodedVideoFrames: frames, hasMarkers: hasMarkers,
             analysis: frames > 0 || analysis.audioDuration != nil ? analysis : nil,
             checks: checks, contactSheet: options.contactSheetPath, thumbnails: thumbnails, damage: damage,
-            metadataBoxesDrawn: boxesDrawn)
+            metadataBoxesDrawn: boxesDrawn, plot: plot)
     }
 
     /// Classifies the damage and says it in a sentence.

@@ -33,6 +33,9 @@ struct InspectCommand: ParsableCommand {
     @Option(name: .customLong("contact-sheet"), help: "Write a JPEG grid of thumbnails with frame indices, times and an audio level strip.")
     var contactSheet: String?
 
+    @Option(name: .customLong("plot"), help: "Write a PNG plot of the A/V offset at every sync marker and of the frame intervals over time.")
+    var plot: String?
+
     @Option(name: .customLong("expect-frames"), help: "Fail unless the file has exactly N frames and none is missing.")
     var expectFrames: Int?
 
@@ -66,6 +69,7 @@ struct InspectCommand: ParsableCommand {
 
     func run() throws {
         var options = RecordingInspector.Options(expectFrames: expectFrames, contactSheetPath: contactSheet)
+        options.plotPath = plot
         let besideMovie = RecordCommand.metadataPath(for: file)
         if let path = metadata ?? (contactSheet != nil && FileManager.default.fileExists(atPath: besideMovie) ? besideMovie : nil) {
             options.metadataBoxes = try Self.metadataBoxes(path)
@@ -148,6 +152,9 @@ struct InspectCommand: ParsableCommand {
         }
         for c in r.checks { lines.append("check \(c.name): \(c.passed ? "ok" : "FAILED") — \(c.detail)") }
         if let sheet = r.contactSheet { lines.append("contact sheet: \(sheet) (\(r.thumbnails.count) thumbnails)") }
+        if let p = r.plot {
+            lines.append("plot: \(p.path) (\(p.offsets.points.count) A/V offsets, \(p.intervalCount) frame intervals)")
+        }
         if let drawn = r.metadataBoxesDrawn { lines.append("metadata boxes drawn on the contact sheet: \(drawn)") }
         return lines.joined(separator: "\n")
     }
