@@ -271,16 +271,19 @@ public enum ScenarioRunner {
     }
 
     /// DIR/NAME/: the movie (already there), inspect.json (RecordingInspector), contact-sheet.jpg,
-    /// result.json.
+    /// av-offset.png (the A/V offset at each sync marker and the frame intervals), result.json.
     static func writeArtifacts(folder: String, moviePath: String, result: ScenarioResult) -> [String] {
         var written = [moviePath]
         let sheet = (folder as NSString).appendingPathComponent("contact-sheet.jpg")
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        if let report = try? RecordingInspector.inspect(path: moviePath, options: RecordingInspector.Options(contactSheetPath: sheet)) {
+        let plot = (folder as NSString).appendingPathComponent("av-offset.png")
+        var options = RecordingInspector.Options(contactSheetPath: sheet)
+        options.plotPath = plot
+        if let report = try? RecordingInspector.inspect(path: moviePath, options: options) {
             let path = (folder as NSString).appendingPathComponent("inspect.json")
             if let data = try? encoder.encode(report), FileManager.default.createFile(atPath: path, contents: data) { written.append(path) }
-            if FileManager.default.fileExists(atPath: sheet) { written.append(sheet) }
+            for file in [sheet, plot] where FileManager.default.fileExists(atPath: file) { written.append(file) }
         }
         let path = (folder as NSString).appendingPathComponent("result.json")
         if let data = try? encoder.encode(result), FileManager.default.createFile(atPath: path, contents: data) { written.append(path) }

@@ -14,8 +14,8 @@ struct TestCommand: AsyncParsableCommand {
             run in parallel (--jobs) in virtual time; the exit status is 1 when any expectation fails, and each failure \
             names the scenario, the expectation and the measured value. --shard I/N runs the I-th of N stable shards \
             (by scenario name), so N CI jobs together run the whole set once. --junit writes JUnit XML, --json the \
-            measurements, --artifacts DIR keeps per scenario DIR/NAME/: the movie, inspect.json, contact-sheet.jpg \
-            and result.json.
+            measurements, --artifacts DIR keeps per scenario DIR/NAME/: the movie, inspect.json, contact-sheet.jpg, \
+            av-offset.png and result.json.
             """)
 
     @Argument(help: "Scenario files (.json) or folders of them.")

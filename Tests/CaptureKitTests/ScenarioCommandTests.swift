@@ -74,7 +74,7 @@ import Testing
         #expect(result.stdout.contains("drop-single: missingFrames: expected none, measured [30]"), "\(result.stdout)")
         #expect(result.stdout.contains("1 scenarios, 1 failed"))
         // What a person opens when CI goes red.
-        for artifact in ["movie.mp4", "inspect.json", "contact-sheet.jpg", "result.json"] {
+        for artifact in ["movie.mp4", "inspect.json", "contact-sheet.jpg", "av-offset.png", "result.json"] {
             #expect(FileManager.default.fileExists(atPath: out + "/artifacts/drop-single/" + artifact), "\(artifact)")
         }
     }
