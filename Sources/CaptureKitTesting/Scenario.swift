@@ -173,7 +173,8 @@ struct ScenarioParser {
     func object(_ value: Any?, _ path: String, allowed: [String]) throws(CaptureError) -> [String: Any] {
         guard let object = value as? [String: Any] else { throw fail(path.isEmpty ? "(document)" : path, "must be an object, not \(Self.kind(value))") }
         for key in object.keys.sorted() where !allowed.contains(key) {
-            throw fail(Self.join(path, key), "unknown key (allowed here: \(allowed.joined(separator: ", ")))")
+            // An empty key is shown as "" (it would otherwise name no field at all).
+            throw fail(Self.join(path, key.isEmpty ? "\"\"" : key), "unknown key (allowed here: \(allowed.joined(separator: ", ")))")
         }
         return object
     }
@@ -312,6 +313,12 @@ struct ScenarioParser {
     }
 
     static let deviceKeys = ["device", "fixture", "format", "controls"]
+    /// The built-in simulator devices' IDs (read once per process).
+    static let simulatedDevices: (cameras: [String], microphones: [String]) = {
+        let profiles = (try? SimulatedDeviceProfile.builtIn()) ?? []
+        return (profiles.filter { $0.mediaType == .video }.map(\.uniqueID).sorted(),
+                profiles.filter { $0.mediaType == .audio }.map(\.uniqueID).sorted())
+    }()
 
     func device(_ value: Any, _ path: String, video: Bool) throws(CaptureError) -> Scenario.Device {
         let o = try object(value, path, allowed: video ? Self.deviceKeys : ["device"])
@@ -320,8 +327,7 @@ struct ScenarioParser {
         case (let d?, nil):
             id = try string(d, Self.join(path, "device"))
             if id.hasPrefix("sim:") {
-                let profiles = (try? SimulatedDeviceProfile.builtIn()) ?? []
-                let known = profiles.filter { ($0.mediaType == .video) == video }.map(\.uniqueID).sorted()
+                let known = (video ? Self.simulatedDevices.cameras : Self.simulatedDevices.microphones)
                 guard known.contains(id) else {
                     throw fail(Self.join(path, "device"), "unknown \(video ? "camera" : "microphone") '\(id)' (simulated ones: \(known.joined(separator: ", ")); or /dev/videoN, hw:CARD,DEV\(video ? ", or \"fixture\": PATH" : ""))")
                 }

@@ -110,3 +110,48 @@ import Testing
         #expect(throws: CaptureError.self) { try Self.parse(text) }
     }
 }
+
+/// A small deterministic mutation fuzz of the parser (the coverage-guided one is `ci/fuzz scenario`):
+/// byte flips, truncations, deleted and duplicated spans of a valid document. Every mutant either
+/// decodes or is refused with `invalidScenario` naming a field — never a trap, never another error.
+@Suite struct ScenarioParserMutationTests {
+    @Test func mutantsDecodeOrAreRefusedNamingAField() {
+        let original = Array(ScenarioFileTests.valid.utf8)
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        func next(_ bound: Int) -> Int {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Int((state >> 33) % UInt64(max(bound, 1)))
+        }
+        var accepted = 0, refused = 0
+        let alphabet = Array("{}[]\":,0123456789.-e truefalsnul".utf8)
+        for _ in 0..<3000 {
+            var bytes = original
+            for _ in 0...next(3) {
+                switch next(4) {
+                case 0: bytes[next(bytes.count)] = alphabet[next(alphabet.count)]
+                case 1: bytes = Array(bytes.prefix(next(bytes.count)))
+                case 2:
+                    let start = next(bytes.count), length = next(20)
+                    bytes.removeSubrange(start..<min(bytes.count, start + length))
+                default:
+                    let start = next(bytes.count), length = next(20)
+                    bytes.insert(contentsOf: bytes[start..<min(bytes.count, start + length)], at: next(bytes.count))
+                }
+                if bytes.isEmpty { bytes = original }
+            }
+            do {
+                _ = try Scenario.parse(Data(bytes), file: "mutant.json")
+                accepted += 1
+            } catch {
+                guard case .invalidScenario(let file, let field, let problem) = error else {
+                    Issue.record("not an invalidScenario error: \(error)")
+                    continue
+                }
+                #expect(file == "mutant.json" && !field.isEmpty && !problem.isEmpty, "field \(field): \(problem)")
+                refused += 1
+            }
+        }
+        #expect(accepted + refused == 3000)
+        #expect(refused > 2000, "most mutants are malformed (\(refused) refused)")
+    }
+}
