@@ -302,7 +302,9 @@ public enum ScenarioReport {
         x += "<testsuites name=\"\(escape(suiteName))\" tests=\"\(results.count)\" failures=\"\(failures)\" errors=\"0\" time=\"\(seconds(total))\">\n"
         x += "  <testsuite name=\"\(escape(suiteName))\" tests=\"\(results.count)\" failures=\"\(failures)\" errors=\"0\" skipped=\"0\" time=\"\(seconds(total))\">\n"
         for r in results {
-            x += "    <testcase classname=\"scenarios\" name=\"\(escape(r.name))\" file=\"\(escape(r.file))\" time=\"\(seconds(r.wallSeconds))\""
+            // classname: the scenario's folder (the attributes of the common JUnit schema only).
+            let folder = (r.file as NSString).deletingLastPathComponent
+            x += "    <testcase classname=\"\(escape(folder.isEmpty ? "scenarios" : folder))\" name=\"\(escape(r.name))\" time=\"\(seconds(r.wallSeconds))\""
             let notes = r.expectations.filter(\.skipped).map { "\($0.name): \($0.measured)" }
             if r.passed && notes.isEmpty { x += "/>\n"; continue }
             x += ">\n"
