@@ -27,7 +27,7 @@ struct TestCommand: AsyncParsableCommand {
     @Option(help: "Write the results (measurements and expectations) as JSON here.")
     var json: String?
 
-    @Option(help: "Keep each scenario's movie, inspect report, contact sheet and result in DIR/NAME/.")
+    @Option(help: "Keep each scenario's movie, inspect report, contact sheet, A/V offset plot and result in DIR/NAME/.")
     var artifacts: String?
 
     @Option(help: "Scenarios run at once.")
