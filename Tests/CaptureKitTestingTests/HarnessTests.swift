@@ -95,3 +95,31 @@ import Testing
         #expect(recording.frameCount == 0)
     }
 }
+
+/// `ScenarioRunner` from Swift: a scenario document in, measured values and each expectation's
+/// outcome out.
+@Suite struct ScenarioRunnerTests {
+    @Test func aScenarioRunsAndNamesEachFailedExpectationWithItsMeasuredValue() async throws {
+        let text = """
+            {"version": 1, "name": "burst", "duration": 2, "seed": 3,
+             "devices": {"camera": {"device": "sim:back", "format": "640x480@30"}, "microphone": {"device": "sim:mic"}},
+             "faults": [{"frame": 20, "kind": "dropFrames", "count": 3}, {"at": 1.2, "kind": "audioGap", "milliseconds": 60}],
+             "expectations": {"frames": 57, "missingFrames": [20, 21, 22], "maxAVOffset": 0.04,
+                              "audio": {"gapMilliseconds": {"min": 50, "max": 70}, "frequency": {"min": 980, "max": 1020}},
+                              "errors": [], "stopReason": "requested"}}
+            """
+        let scenario = try Scenario.parse(Data(text.utf8), file: "burst.json")
+        let result = await ScenarioRunner.run(scenario)
+        #expect(result.passed, "\(result.failureMessages)")
+        #expect(result.expectations.map(\.name) == ["frames", "missingFrames", "maxAVOffset", "stopReason", "errors", "audio.frequency",
+                                                    "audio.gapMilliseconds"])
+        #expect(result.measured?.missingFrames == [20, 21, 22])
+
+        var wrong = scenario
+        wrong.expectations.missingFrames = []
+        wrong.expectations.frames = Scenario.Range(min: 60, max: 60)
+        let failed = await ScenarioRunner.run(wrong)
+        #expect(!failed.passed)
+        #expect(failed.failureMessages == ["burst: frames: expected 60, measured 57", "burst: missingFrames: expected none, measured [20, 21, 22]"])
+    }
+}
