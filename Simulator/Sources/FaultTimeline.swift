@@ -13,7 +13,8 @@ public enum FrameCorruption: String, Sendable, Hashable, CaseIterable {
     case truncated
     /// The start-of-image marker is overwritten, so no JPEG decoder accepts the frame.
     case badMarker
-    /// Seeded random bytes replace the entropy-coded data between the headers and EOI.
+    /// Seeded random bytes (never 0xFF, so no stray markers) replace the entropy-coded data
+    /// between the headers and EOI: a whole JPEG whose picture is noise.
     case garbage
 }
 

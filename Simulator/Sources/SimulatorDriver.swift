@@ -636,7 +636,11 @@ final class SimulatedVideoStream: ReconfigurableStream {
             bytes[1] = 0x00
         case .garbage:
             var random = SeededRandom(seed: seed)
-            for i in dataStart..<(bytes.count - 2) { bytes[i] = UInt8(truncatingIfNeeded: random.next()) }
+            for i in dataStart..<(bytes.count - 2) {
+                // No 0xFF: the damage stays inside the entropy-coded data (no stray markers).
+                let byte = UInt8(truncatingIfNeeded: random.next())
+                bytes[i] = byte == 0xFF ? 0xFE : byte
+            }
         }
         let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: bytes.count, alignment: 1)
         defer { copy.deallocate() }

@@ -192,6 +192,7 @@ extension MovieFileOutput {
         let interval = s.movieFragmentInterval
         options.fragmentInterval = interval.isNumeric && interval > .zero ? interval : nil
         options.defragmentsOnFinish = !s.keepsMovieFragments
+        options.faults = s.outputFaults
         // The first frame's own format: a device may deliver decoded frames for a compressed
         // format (an MJPEG camera gives I420), so the connection's format is not what arrives.
         if let video = request.connections.first(where: { $0.mediaType == .video }),

@@ -103,6 +103,7 @@ public final class MovieFileOutput: CaptureOutput {
         var settings = Settings()
         var connectionSettings: [ObjectIdentifier: Settings] = [:]
         var maxRecordedDuration = MediaTime.invalid
+        var outputFaults = OutputFaults()
         var maxRecordedFileSize: Int64 = 0
         var minFreeDiskSpaceLimit: Int64 = 0
         var movieFragmentInterval = MediaTime(value: 10, timescale: 1)
@@ -129,6 +130,13 @@ public final class MovieFileOutput: CaptureOutput {
 
     public func outputSettings(for connection: CaptureConnection) -> Settings {
         state.withLock { $0.connectionSettings[ObjectIdentifier(connection)] ?? $0.settings }
+    }
+
+    /// Faults injected into the next recording's writing (tests and simulated runs: a simulator
+    /// scenario's `faults.outputFaults`): a disk that fills at N bytes, a slow disk, a slow encoder.
+    public var outputFaults: OutputFaults {
+        get { state.withLock { $0.outputFaults } }
+        set { state.withLock { $0.outputFaults = newValue } }
     }
 
     /// Stops a recording on its own after this much media (invalid = no limit).

@@ -165,6 +165,8 @@ public final class MovieWriter {
         /// A fragmented MP4/MOV becomes a regular movie when it finishes (`MovieDefragmenter`), as
         /// AVFoundation's do, so every reader hides the AAC priming; false keeps the fragments.
         public var defragmentsOnFinish = true
+        /// Injected faults (tests, simulated runs): none by default.
+        public var faults = OutputFaults()
         public init(fragmentInterval: MediaTime? = nil, rotation: Int = 0, mirrored: Bool = false,
                     defragmentsOnFinish: Bool = true) {
             self.fragmentInterval = fragmentInterval
@@ -338,6 +340,9 @@ public final class MovieWriter {
         guard !finished else { throw .invalidState("the movie is already finished") }
         let tick = video.settings.timeBase ?? video.settings.frameDuration
         let forceKeyframe = keyframeDue(at: Double(ticks) * tick.seconds)
+        // An injected slow encoder: this frame takes at least that long (wall time).
+        let stall = options.faults.encoderStall(at: Double(ticks) * tick.seconds)
+        if stall > 0 { usleep(useconds_t(stall) * 1000) }
         try video.encode(buffer, ticks: ticks, forceKeyframe: forceKeyframe) { (packet) throws(CaptureError) in
             try write(packet, timeBase: video.context.pointee.time_base, stream: stream)
         }
@@ -525,6 +530,9 @@ public final class MovieWriter {
         }
         // The muxer may have changed the stream's time base in write_header: rescale to it.
         av_packet_rescale_ts(packet, timeBase, stream.pointee.time_base)
+        // An injected slow disk: every packet write stalls.
+        let stall = options.faults.diskStall(at: max(videoEnd, audioEnd))
+        if stall > 0 { usleep(useconds_t(stall) * 1000) }
         try checkWrite(av_interleaved_write_frame(fc, packet), "writing a packet to \(path)")
     }
 
@@ -583,6 +591,12 @@ public final class MovieWriter {
     /// An I/O error becomes `diskFull`/`writeFailed` (remembered: the writer writes nothing more).
     private func checkWrite(_ code: Int32, _ operation: @autoclosure () -> String) throws(CaptureError) {
         if let writeFailure { throw writeFailure }
+        // An injected full disk: past its byte limit the file's writes fail as a full disk's do
+        // (the AVIOContext's error, ENOSPC), so everything below treats it as the real thing.
+        if let limit = options.faults.byteLimit(at: max(videoEnd, audioEnd)), let pb = formatContext?.pointee.pb,
+           pb.pointee.error == 0, avio_tell(pb) > limit {
+            pb.pointee.error = -ENOSPC
+        }
         // Without an AVIOContext (opening failed) the call's own result is open(2)'s errno.
         if let failure = ioError(formatContext?.pointee.pb == nil ? code : 0) {
             writeFailure = failure
