@@ -198,6 +198,8 @@ public final class CaptureHarness {
             }
             settings.preset = configuration.moviePreset
             movie.settings = settings
+            // The timeline's disk and encoder faults are the movie's to apply.
+            movie.outputFaults = configuration.faults.outputFaults
             movie.movieFragmentInterval = configuration.movieFragmentInterval > 0
                 ? MediaTime(seconds: configuration.movieFragmentInterval, preferredTimescale: 1_000_000) : .invalid
             try session.addOutput(movie)
