@@ -8,6 +8,8 @@ let package = Package(
     products: [
         .library(name: "CaptureKit", targets: ["CaptureKit"]),
         .executable(name: "capture", targets: ["capture"]),
+        // Scenario files, their runner and a stepping harness for tests of capture pipelines.
+        .library(name: "CaptureKitTesting", targets: ["CaptureKitTesting"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -57,7 +59,7 @@ let package = Package(
         // The deterministic simulator backend and its device profiles (and scene assets: the face photo).
         .target(
             name: "CaptureSimulator", dependencies: ["CaptureCore", "CCaptureShims", "CQREncode"], path: "Simulator",
-            resources: [.copy("Profiles"), .copy("SceneAssets")]),
+            exclude: ["Scenarios"], resources: [.copy("Profiles"), .copy("SceneAssets")]),
         // Thin wrappers of the detectors a metadata output runs: ZBar (codes) and OpenCV (faces).
         .target(name: "CaptureDetection", dependencies: ["CaptureCore", "CZBar", "CFaceDetect"], path: "Sources/CaptureDetection"),
         // The V4L2 camera backend (real kernel drivers) and the ALSA microphone backend.
@@ -75,22 +77,26 @@ let package = Package(
             dependencies: ["CaptureCore", "CaptureMedia", "CaptureAnalysis", "CaptureSimulator", "CaptureV4L2", "CaptureALSA",
                            "CaptureDetection", .product(name: "Logging", package: "swift-log")],
             path: "Sources/CaptureKit"),
+        // Scenario files (`capture test`) and CaptureHarness: simulated runs stepped in virtual time,
+        // results as plain values for #expect (no dependency on a test framework).
+        .target(name: "CaptureKitTesting", dependencies: ["CaptureKit"], path: "Sources/CaptureKitTesting"),
         // Benchmark rows for ci/bench (timing lives here, never in tests).
         .executableTarget(name: "capture-bench", dependencies: ["CaptureKit"], path: "Sources/capture-bench"),
         // The long-run soak (ci/soak): RSS, file descriptors and threads sampled per minute of media.
         .executableTarget(name: "capture-soak", dependencies: ["CaptureKit", "CCaptureShims"], path: "Sources/capture-soak"),
         // Fuzz targets (parsers of outside input) and their driver: libFuzzer under ci/fuzz, a
         // reproducer otherwise.
-        .target(name: "CaptureFuzzTargets", dependencies: ["CaptureKit"], path: "Sources/CaptureFuzzTargets"),
+        .target(name: "CaptureFuzzTargets", dependencies: ["CaptureKit", "CaptureKitTesting"], path: "Sources/CaptureFuzzTargets"),
         .executableTarget(name: "capture-fuzz", dependencies: ["CaptureFuzzTargets", "CCaptureShims"], path: "Sources/capture-fuzz"),
         .executableTarget(
             name: "capture",
-            dependencies: ["CaptureKit", .product(name: "ArgumentParser", package: "swift-argument-parser"), .product(name: "Logging", package: "swift-log")],
+            dependencies: ["CaptureKit", "CaptureKitTesting", .product(name: "ArgumentParser", package: "swift-argument-parser"), .product(name: "Logging", package: "swift-log")],
             path: "Sources/capture"),
 
         .testTarget(name: "CaptureCoreTests", dependencies: ["CaptureCore"], path: "Tests/CaptureCoreTests"),
         .testTarget(name: "CaptureAnalysisTests", dependencies: ["CaptureAnalysis"], path: "Tests/CaptureAnalysisTests"),
         .testTarget(name: "CaptureKitTests", dependencies: ["CaptureKit", "CaptureFuzzTargets", .product(name: "Logging", package: "swift-log")], path: "Tests/CaptureKitTests"),
+        .testTarget(name: "CaptureKitTestingTests", dependencies: ["CaptureKitTesting"], path: "Tests/CaptureKitTestingTests"),
         // Host-side tests of the real backends: V4L2 against a fake kernel, ALSA on a file PCM, and the
         // compliance suite holding every driver (those two, the simulator, fixture replay) to one contract.
         .testTarget(

@@ -56,6 +56,8 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
     case torchLevelUnavailable(requested: Double, available: Double)
     /// A device profile file is malformed.
     case invalidProfile(file: String, field: String, problem: String)
+    /// A scenario file (`capture test`) is malformed: `field` is the JSON path (e.g. `faults[2].at`).
+    case invalidScenario(file: String, field: String, problem: String)
     /// The device refused to start streaming (V4L2 STREAMON, REQBUFS, mmap, ALSA prepare/start).
     case deviceStartFailed(device: String, reason: String)
     /// The process may not open the device node (EACCES/EPERM).
@@ -186,6 +188,8 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
             return "torch level \(requested) is above the level available now (\(available), limited by the device's thermal state); use a lower level or wait"
         case .invalidProfile(let file, let field, let problem):
             return "device profile \(file): field '\(field)': \(problem)"
+        case .invalidScenario(let file, let field, let problem):
+            return "scenario \(file): field '\(field)': \(problem); see Simulator/Scenarios/README.md for the format"
         case .invalidFaultEvent(let event, let problem, let allowed):
             return "fault timeline event \(event): \(problem); allowed: \(allowed)"
         case .deviceStartFailed(let id, let reason):

@@ -1,4 +1,5 @@
 import CaptureKit
+import CaptureKitTesting
 import Foundation
 
 /// The inputs CaptureKit parses from outside, as fuzz targets: each takes arbitrary bytes and must
@@ -16,6 +17,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case control
     /// Any file handed to `capture inspect`: `MediaFileReader` (probe, then decode every packet).
     case media
+    /// A scenario file (`capture test`) through the strict `Scenario` parser.
+    case scenario
 
     /// Runs one input. Returns normally for accepted and for rejected (typed-error) inputs.
     public func run(_ data: Data) {
@@ -25,6 +28,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .profile: _ = try? SimulatedDeviceProfile.parse(data, file: "fuzz.json")
         case .control: Self.control(data)
         case .media: Self.withTemporaryFile(data, suffix: "") { Self.media($0) }
+        case .scenario: _ = try? Scenario.parse(data, file: "fuzz.json")
         }
     }
 

@@ -17,7 +17,8 @@ struct CaptureCommand: AsyncParsableCommand {
             """,
         version: CaptureKit.version,
         subcommands: [RecordCommand.self, PhotoCommand.self, DevicesCommand.self, ControlsCommand.self, FormatsCommand.self,
-                      InspectCommand.self, AudioCommand.self, FixtureCommand.self, SimulateCommand.self, ScanCommand.self])
+                      InspectCommand.self, AudioCommand.self, FixtureCommand.self, SimulateCommand.self, ScanCommand.self,
+                      TestCommand.self])
 
     static func main() async {
         // A file-size limit (ulimit -f) must end a recording with a typed error (writeFailed,

@@ -1,0 +1,580 @@
+import CaptureKit
+import Foundation
+
+/// A capture session on simulated devices that a test drives step by step in virtual time, in
+/// the spirit of GStreamer's GstHarness and SwiftNIO's EmbeddedChannel: make it from a
+/// configuration (seed, devices, `FaultTimeline`, outputs), `start()`, `advance(by:)` /
+/// `advance(toFrame:)`, `push` faults, then `finish()` and read what the outputs received as
+/// plain values for `#expect` — `recording.missingFrames == [10]`, `delivered.frameCount == 89`.
+///
+/// `advance` blocks its caller until the step is delivered (as `CaptureSession.advance` does);
+/// `finish()` is async. Not thread-safe: drive one harness from one task or thread.
+public final class CaptureHarness {
+    /// What to capture with and what outputs to attach.
+    public struct Configuration: Sendable {
+        public var seed: UInt64 = 0
+        /// `.virtual` (stepped, deterministic) or `.realtime` (real devices; `advance` waits wall time).
+        public var pace: CapturePace = .virtual
+        /// A camera's unique ID (`sim:back`, `fixture:PATH`, `/dev/video0`); nil: no camera.
+        public var camera: String? = "sim:back"
+        /// `WxH@FPS[:FOURCC]` (nil: the camera's default format).
+        public var cameraFormat: String? = "640x480@30"
+        /// `KEY=VALUE` controls applied before the session starts.
+        public var cameraControls: [String] = []
+        /// `SECONDS:KEY=VALUE` changes while running (`capture record --control-at`).
+        public var controlTimeline: [String] = []
+        /// A microphone's unique ID (`sim:mic`); nil: no microphone.
+        public var microphone: String? = "sim:mic"
+        /// Simulator profiles added to the built-in ones (a scenario's own devices).
+        public var extraProfiles: [SimulatedDeviceProfile] = []
+        /// What goes wrong, and when (`SimulatorScenario.faults`).
+        public var faults = FaultTimeline()
+        /// The authorization status the run starts with (both media types).
+        public var authorization: AuthorizationStatus = .authorized
+        /// Record a movie to this path (its extension picks the container); nil: no movie output.
+        public var moviePath: String?
+        /// `copy` the camera's MJPEG frames (MOV/MKV) or encode (`h264`, `mjpeg`, `hevc`); nil: automatic.
+        public var movieCodec: String?
+        public var moviePreset: VideoEncoderSettings.Preset = .ultrafast
+        /// Seconds per movie fragment (0: unfragmented).
+        public var movieFragmentInterval: Double = 1
+        /// Attach a video / audio data output that records every sample's sequence number and PTS.
+        public var videoData = true
+        public var audioData = true
+        /// Attach a metadata output finding these types (empty: none).
+        public var metadataTypes: [MetadataObjectType] = []
+
+        public init() {}
+    }
+
+    /// One error (or interruption) the session or an output reported, and when.
+    public struct DeliveredError: Sendable, Hashable, Codable, CustomStringConvertible {
+        /// The `CaptureError` case name (`deviceDisconnected`, `diskFull`, …) or `interrupted` /
+        /// `interruptionEnded`.
+        public var type: String
+        /// Seconds of PTS: for a device's error the end of its last delivered sample; for a
+        /// recording's error the media it kept; otherwise the end of the last delivered sample.
+        public var pts: Double
+        public var message: String
+        /// Where it came from: `session` or `movie`.
+        public var source: String
+        public var description: String { "\(type) at \(String(format: "%.3f", pts)) s (\(source))" }
+    }
+
+    /// What the data outputs received, as values.
+    public struct Delivered: Sendable, Hashable, Codable {
+        /// Sequence numbers of the delivered video frames, in order.
+        public var frameSequence: [Int64] = []
+        /// PTS (seconds) of the delivered video frames, in order.
+        public var framePTS: [Double] = []
+        /// Frames reported dropped (`didDrop`), by reason.
+        public var droppedByReason: [String: Int] = [:]
+        /// Audio sample frames delivered, and lost in discontinuities (xruns).
+        public var audioFrames: Int64 = 0
+        public var audioFramesLost: Int64 = 0
+        public var audioSampleRate: Int = 0
+        /// Metadata objects found, by type name.
+        public var metadataObjects: [String: Int] = [:]
+
+        public var frameCount: Int { frameSequence.count }
+        /// Sequence numbers between the first and last delivered that never arrived.
+        public var missingFrames: [Int64] {
+            guard let first = frameSequence.first, let last = frameSequence.last, last > first else { return [] }
+            let seen = Set(frameSequence)
+            return (first...last).filter { !seen.contains($0) }
+        }
+        /// Sequence numbers delivered more than once.
+        public var duplicatedFrames: [Int64] {
+            var seen = Set<Int64>(), twice: [Int64] = []
+            for n in frameSequence where !seen.insert(n).inserted { twice.append(n) }
+            return twice
+        }
+        /// Milliseconds of audio lost to xruns.
+        public var audioGapMilliseconds: Double { audioSampleRate > 0 ? Double(audioFramesLost) * 1000 / Double(audioSampleRate) : 0 }
+        /// The largest distance (microseconds) of a frame's PTS from the frame grid of the first one.
+        /// The grid is placed where it fits best (half the spread of the PTS residuals), so a
+        /// jittered first frame does not count twice.
+        public func maximumJitterMicroseconds(frameDuration: Double) -> Double {
+            guard let firstIndex = frameSequence.first, frameDuration > 0 else { return 0 }
+            let residuals = zip(frameSequence, framePTS).map { n, pts in pts - Double(n - firstIndex) * frameDuration }
+            guard let low = residuals.min(), let high = residuals.max() else { return 0 }
+            return ((high - low) / 2 * 1e6).rounded()
+        }
+    }
+
+    /// A finished run: the recording's summary and, when a movie was written, what is in it.
+    public struct Recording: Sendable {
+        /// The movie's summary (nil without a movie output or when nothing was recorded).
+        public var summary: RecordingSummary?
+        /// The movie's path (nil without one).
+        public var path: String?
+        /// What the data outputs received.
+        public var delivered: Delivered
+        /// Errors and interruptions, in the order they were reported.
+        public var errors: [DeliveredError]
+        /// The camera's frame duration in seconds (0 without a camera).
+        public var frameDuration: Double
+
+        public var stopReason: String? { summary?.stopReason }
+        /// Frames the movie holds (the data output's count without a movie).
+        public var frameCount: Int { summary?.videoFrames ?? delivered.frameCount }
+        /// Frame indices missing from the movie (its frame stamps), or from the data output when
+        /// there is no movie: those injected, and — in a passing test — no others.
+        public var missingFrames: [Int] {
+            if let analysis { return analysis.droppedIndices }
+            return delivered.missingFrames.map { Int($0) }
+        }
+        /// The movie analysed (frame stamps, sync markers, tone); nil without a movie.
+        public var analysis: RecordingReport?
+        /// The largest |A/V offset| over the sync markers with both sides (seconds); nil when none.
+        public var maximumAVOffset: Double? {
+            let offsets = analysis?.syncMarkers.compactMap(\.offset) ?? []
+            return offsets.map(abs).max()
+        }
+        public var dominantFrequency: Double? { analysis?.dominantFrequency }
+        public var audioLevelDBFS: Double? { analysis?.audioRMSDBFS }
+        /// The movie's container and streams as read back (nil without a movie).
+        public var file: MediaFileInfo?
+    }
+
+    public let configuration: Configuration
+    /// The simulator's script: permissions, plugs, locks and `faults`.
+    public let scenario: SimulatorScenario
+    public let registry: DeviceRegistry
+    public let session: CaptureSession
+    public private(set) var camera: CaptureDevice?
+    public private(set) var microphone: CaptureDevice?
+    public let movie: MovieFileOutput?
+    public let metadataOutput: MetadataOutput?
+    /// Virtual time stepped so far (seconds of PTS from the start).
+    public private(set) var now: MediaTime = .zero
+
+    private let collector = Collector()
+    private let recordingDelegate = RecordingDelegate()
+    private var controlTimeline: ControlTimeline?
+    private var eventTask: Task<Void, Never>?
+    private var started = false
+    private var running = false
+    private var startError: CaptureError?
+
+    /// Builds the registry, the devices, the session and its outputs; throws what is wrong with
+    /// the configuration (an unknown device, a format it lacks, a control it refuses).
+    public init(_ configuration: Configuration) throws(CaptureError) {
+        self.configuration = configuration
+        scenario = SimulatorScenario(authorization: configuration.authorization)
+        scenario.faults = configuration.faults
+        var profiles: [SimulatedDeviceProfile] = try SimulatedDeviceProfile.builtIn()
+        profiles.append(contentsOf: configuration.extraProfiles)
+        registry = DeviceRegistry(drivers: [SimulatorDriver(seed: configuration.seed, profiles: profiles, scenario: scenario,
+                                                            compressor: JPEGFrameCompressor()),
+                                            FixtureDriver(), V4L2Driver(), ALSADriver()])
+        session = CaptureSession(pace: configuration.pace)
+        try session.setSessionPreset(.inputPriority)
+        movie = configuration.moviePath == nil ? nil : MovieFileOutput()
+        metadataOutput = configuration.metadataTypes.isEmpty ? nil : MetadataOutput()
+        if let id = configuration.camera {
+            let device = try registry.device(uniqueID: id)
+            guard device.hasMediaType(.video) else { throw .invalidArgument("\(id) is not a camera") }
+            try Self.configure(device, format: configuration.cameraFormat, controls: configuration.cameraControls)
+            try session.addInput(CaptureDeviceInput(device: device))
+            camera = device
+        }
+        if let id = configuration.microphone {
+            let device = try registry.device(uniqueID: id)
+            guard device.hasMediaType(.audio) else { throw .invalidArgument("\(id) is not a microphone") }
+            try session.addInput(CaptureDeviceInput(device: device))
+            microphone = device
+        }
+        guard camera != nil || microphone != nil else { throw .noInputs }
+        if let movie {
+            var settings = MovieFileOutput.Settings()
+            switch configuration.movieCodec {
+            case nil: settings.videoMode = .automatic
+            case "copy": settings.videoMode = .passthrough
+            case "h264": settings.codec = .h264
+            case "mjpeg": settings.codec = .mjpeg
+            case "hevc": settings.codec = .hevc
+            case let other?: throw .invalidArgument("movie codec '\(other)' is not one of copy, h264, mjpeg, hevc")
+            }
+            settings.preset = configuration.moviePreset
+            movie.settings = settings
+            // The timeline's disk and encoder faults are the movie's to apply.
+            movie.outputFaults = configuration.faults.outputFaults
+            movie.movieFragmentInterval = configuration.movieFragmentInterval > 0
+                ? MediaTime(seconds: configuration.movieFragmentInterval, preferredTimescale: 1_000_000) : .invalid
+            try session.addOutput(movie)
+        }
+        if configuration.videoData, camera != nil {
+            let output = VideoDataOutput()
+            output.setSampleBufferDelegate(collector, queue: collector.videoQueue)
+            try session.addOutput(output)
+        }
+        if configuration.audioData, microphone != nil {
+            let output = AudioDataOutput()
+            output.setSampleBufferDelegate(collector, queue: collector.audioQueue)
+            try session.addOutput(output)
+        }
+        if let metadataOutput {
+            try session.addOutput(metadataOutput)
+            try metadataOutput.setMetadataObjectTypes(configuration.metadataTypes)
+            metadataOutput.setMetadataObjectsDelegate(collector, queue: collector.metadataQueue)
+        }
+        if !configuration.controlTimeline.isEmpty {
+            guard let camera else { throw .invalidArgument("a control timeline needs a camera") }
+            let timeline = try ControlTimeline(device: camera, entries: configuration.controlTimeline)
+            try session.addOutput(timeline)
+            controlTimeline = timeline
+        }
+        if configuration.pace == .virtual { try session.enableManualStepping() }
+    }
+
+    deinit {
+        eventTask?.cancel()
+        if session.isRunning { session.stopRunning() }
+    }
+
+    /// The camera's frame duration (seconds), 0 without a camera.
+    public var frameDuration: Double { camera.map { $0.activeVideoMinFrameDuration.seconds } ?? 0 }
+
+    /// Starts the session and the movie; nothing is delivered until the first `advance`.
+    /// A start the devices refuse (not authorized, unplugged) throws and is also recorded in the
+    /// result's errors at PTS 0.
+    public func start() throws(CaptureError) {
+        guard !started else { throw .invalidState("the harness is already started") }
+        started = true
+        let events = session.eventStream()
+        let collector = self.collector
+        // On its own thread, not the cooperative pool: tests and runners block pool threads in
+        // `advance`, and events must be stamped while the step that caused them is current.
+        eventTask = Task(executorPreference: EventExecutor.shared) { for await event in events { collector.record(event) } }
+        do {
+            try session.startRunning()
+        } catch {
+            // The session posts it as a runtime error too; `finish()` records it once.
+            startError = error
+            throw error
+        }
+        running = true
+        if let movie, let path = configuration.moviePath {
+            try? FileManager.default.removeItem(atPath: path)
+            movie.startRecording(to: path, recordingDelegate: recordingDelegate)
+            let deadline = Date().addingTimeInterval(10)
+            while !movie.isRecording && !recordingDelegate.isFinished && Date() < deadline { usleep(500) }
+        }
+    }
+
+    /// Delivers every sample before `now + duration` and returns once the outputs have them.
+    public func advance(by duration: MediaTime) throws(CaptureError) {
+        now = now + duration
+        let end = now.seconds
+        collector.state.withLock { $0.stepEnd = end }
+        if configuration.pace == .realtime {
+            Thread.sleep(forTimeInterval: duration.seconds)
+        } else {
+            try session.advance(by: duration)
+        }
+        collector.settle()
+    }
+
+    public func advance(by seconds: Double) throws(CaptureError) {
+        try advance(by: MediaTime(seconds: seconds, preferredTimescale: 1_000_000))
+    }
+
+    /// Delivers until `count` video frames have come since the start.
+    public func advance(toFrame count: Int) throws(CaptureError) {
+        let target = MediaTime(seconds: Double(count) * frameDuration, preferredTimescale: 1_000_000)
+        if target > now { now = target }
+        let end = now.seconds
+        collector.state.withLock { $0.stepEnd = end }
+        try session.advance(toFrame: count)
+        collector.settle()
+    }
+
+    /// Adds a fault to the timeline at the current virtual time (or `at`): the simulator and
+    /// outputs apply it when their time reaches it. A running session holds each device's next
+    /// sample already, so a fault pushed for "now" lands on the sample after that one; give `at`
+    /// (a time or frame not reached yet) to place it exactly. Setting `SimulatorScenario.faults` rewinds its
+    /// fault clock, so push before the first step, or onto a timeline none of whose events has
+    /// fired yet (fired events would fire again).
+    public func push(_ fault: Fault, device: String? = nil, at time: FaultTime? = nil) {
+        scenario.faults.add(fault, at: time ?? .time(now), device: device)
+    }
+
+    /// What the data outputs received so far.
+    public var delivered: Delivered {
+        collector.settle()
+        return collector.state.withLock { $0.delivered }
+    }
+
+    /// Errors and interruptions reported so far.
+    public var errors: [DeliveredError] { collector.state.withLock { $0.errors } }
+
+    /// The control timeline's changes as applied (empty without one).
+    public var appliedControls: [ControlTimeline.Applied] { controlTimeline?.applied ?? [] }
+
+    /// Stops the movie (at the current virtual time) and the session, then reads the movie back.
+    public func finish(analyze: Bool = true) async -> Recording {
+        let cutoff = now.seconds
+        collector.state.withLock { $0.cutoff = cutoff }
+        if let movie, started {
+            movie.stopRecording()
+            // The stop takes effect at the next sample.
+            if configuration.pace == .virtual, session.isRunning {
+                try? session.advance(by: MediaTime(seconds: max(frameDuration, 0.03), preferredTimescale: 1_000_000))
+            }
+            if !(await recordingDelegate.wait(seconds: 30)) {
+                session.stopRunning()
+                _ = await recordingDelegate.wait(seconds: 30)
+            }
+        }
+        session.stopRunning()
+        collector.settle()
+        // Every event sent before `stopped` is recorded once the consumer has seen `stopped`.
+        let deadline = Date().addingTimeInterval(5)
+        while running && !collector.state.withLock({ $0.sawStopped }) && Date() < deadline {
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+        if let startError {
+            // A refused start: the session's own report of it, or ours when it has none.
+            let type = Self.typeName(startError)
+            let until = Date().addingTimeInterval(1)
+            while !collector.state.withLock({ $0.errors.contains { $0.type == type } }) && Date() < until {
+                try? await Task.sleep(for: .milliseconds(2))
+            }
+            if !collector.state.withLock({ $0.errors.contains { $0.type == type } }) {
+                collector.recordError(startError, source: "session", pts: 0)
+            }
+        }
+        eventTask?.cancel()
+        let summary = recordingDelegate.summary
+        if let error = recordingDelegate.error {
+            let kept: Double
+            switch error {
+            case .diskFull(_, _, let seconds), .writeFailed(_, _, _, let seconds): kept = seconds
+            default: kept = summary.map { $0.duration + ($0.startTime ?? 0) } ?? 0
+            }
+            collector.recordError(error, source: "movie", pts: kept)
+        }
+        var recording = Recording(summary: summary, path: configuration.moviePath, delivered: delivered, errors: errors,
+                                  frameDuration: frameDuration)
+        if analyze, let path = configuration.moviePath, FileManager.default.fileExists(atPath: path),
+           (summary?.fileIsUsable ?? false) {
+            recording.file = try? MediaFileReader(path: path).info
+            recording.analysis = try? Self.analyze(path)
+        }
+        return recording
+    }
+
+    /// Decodes a movie and recovers its frame stamps, sync markers and tone.
+    public static func analyze(_ path: String) throws(CaptureError) -> RecordingReport {
+        var analyzer = RecordingAnalyzer()
+        let reader = try MediaFileReader(path: path)
+        do {
+            try reader.decode(
+            video: { frame in
+                analyzer.addVideoFrame(LumaPlane(base: frame.luma, width: frame.width, height: frame.height,
+                                                 bytesPerRow: frame.bytesPerRow[0]),
+                                       presentationTime: frame.presentationTime)
+            },
+            audio: { samples, channels, rate, start in
+                let mono = channels == 1 ? samples : stride(from: 0, to: samples.count, by: channels).map { samples[$0] }
+                analyzer.addAudio(mono, startTime: start, sampleRate: rate)
+            })
+        } catch let error as CaptureError {
+            throw error
+        } catch {
+            throw .fileOperationFailed(path: path, reason: "cannot decode: \(error)")
+        }
+        return analyzer.report()
+    }
+
+    /// `WxH@FPS[:FOURCC]` then `KEY=VALUE` controls, under the configuration lock.
+    static func configure(_ device: CaptureDevice, format: String?, controls: [String]) throws(CaptureError) {
+        guard format != nil || !controls.isEmpty else { return }
+        try device.lockForConfiguration()
+        defer { device.unlockForConfiguration() }
+        if let format {
+            guard let request = FormatRequest(format) else {
+                throw .invalidArgument("format '\(format)' must look like 640x480@30 or 640x480@30:MJPG")
+            }
+            let duration = request.frameDuration
+            let wanted = request.fourcc.flatMap(PixelFormat.init(name:))
+            let candidates = device.formats.filter { $0.dimensions == request.dimensions && $0.supports(frameDuration: duration) }
+            guard let choice = candidates.first(where: { wanted == nil || $0.pixelFormat == wanted }) else {
+                let available = device.formats.map { "\($0.formatDescription)" }
+                throw .formatNotSupported("\(device.uniqueID) has no format \(format) (it has: \(available.joined(separator: "; ")))")
+            }
+            try device.setActiveFormat(choice)
+            try device.setActiveVideoMaxFrameDuration(duration)
+            try device.setActiveVideoMinFrameDuration(duration)
+        }
+        for entry in controls {
+            guard let eq = entry.firstIndex(of: "="), eq != entry.startIndex else {
+                throw .invalidArgument("control '\(entry)' must look like KEY=VALUE")
+            }
+            try device.applyControl(key: String(entry[..<eq]), value: String(entry[entry.index(after: eq)...]))
+        }
+    }
+
+    /// The case name of an error (`deviceDisconnected`, `diskFull`, …).
+    public static func typeName(_ error: CaptureError) -> String {
+        if let label = Mirror(reflecting: error).children.first?.label { return label }
+        switch error {
+        case .noInputs: return "noInputs"
+        case .sessionNotRunning: return "sessionNotRunning"
+        case .alreadyRecording: return "alreadyRecording"
+        case .noDataRecorded: return "noDataRecorded"
+        case .streamEnded: return "streamEnded"
+        case .recordingCancelled: return "recordingCancelled"
+        default: return "\(error)"
+        }
+    }
+}
+
+/// The outputs' delegate: records what arrives (on the outputs' serial queues) under a lock.
+final class Collector: VideoDataOutputSampleBufferDelegate, AudioDataOutputSampleBufferDelegate, MetadataOutputObjectsDelegate,
+                       Sendable {
+    struct State {
+        var delivered = CaptureHarness.Delivered()
+        var errors: [CaptureHarness.DeliveredError] = []
+        /// The end (seconds) of the last sample delivered per device, and overall.
+        var lastEnd: [String: Double] = [:]
+        var latestEnd = 0.0
+        var lastEndByMedia: [MediaType: Double] = [:]
+        /// The end of the step being delivered (interruptions are stamped with it).
+        var stepEnd = 0.0
+        /// Samples at or after this PTS (seconds) are not counted: the step `finish()` takes to
+        /// stop the movie is not part of the run.
+        var cutoff = Double.infinity
+        var sawStopped = false
+    }
+
+    let state = Locked(State())
+    let videoQueue = DispatchQueue(label: "capturekit.harness.video")
+    let audioQueue = DispatchQueue(label: "capturekit.harness.audio")
+    let metadataQueue = DispatchQueue(label: "capturekit.harness.metadata")
+
+    func settle() {
+        videoQueue.sync {}
+        audioQueue.sync {}
+        metadataQueue.sync {}
+    }
+
+    func dataOutput(_ output: VideoDataOutput, didOutput sample: SampleBuffer, from connection: CaptureConnection) {
+        let id = connection.input.device.uniqueID
+        let end = (sample.presentationTime + sample.duration).seconds
+        state.withLock { s in
+            guard sample.presentationTime.seconds < s.cutoff else { return }
+            s.delivered.frameSequence.append(sample.sequenceNumber)
+            s.delivered.framePTS.append(sample.presentationTime.seconds)
+            s.lastEnd[id] = end
+            s.latestEnd = max(s.latestEnd, end)
+            s.lastEndByMedia[.video] = end
+        }
+    }
+
+    func dataOutput(_ output: VideoDataOutput, didDrop reason: DropReason, presentationTime: MediaTime, from connection: CaptureConnection) {
+        state.withLock { $0.delivered.droppedByReason[reason.rawValue, default: 0] += 1 }
+    }
+
+    func dataOutput(_ output: AudioDataOutput, didOutput sample: SampleBuffer, from connection: CaptureConnection) {
+        let id = connection.input.device.uniqueID
+        let end = (sample.presentationTime + sample.duration).seconds
+        let frames = Int64(sample.audioBuffer?.frameLength ?? 0)
+        let rate = sample.audioBuffer?.format.sampleRate ?? 0
+        state.withLock { s in
+            guard sample.presentationTime.seconds < s.cutoff else { return }
+            s.delivered.audioFrames += frames
+            if rate > 0 { s.delivered.audioSampleRate = rate }
+            if let gap = sample.discontinuity { s.delivered.audioFramesLost += Int64(gap.count) }
+            s.lastEnd[id] = end
+            s.latestEnd = max(s.latestEnd, end)
+            s.lastEndByMedia[.audio] = end
+        }
+    }
+
+    func metadataOutput(_ output: MetadataOutput, didOutput objects: [MetadataObject], from connection: CaptureConnection) {
+        state.withLock { s in
+            for object in objects { s.delivered.metadataObjects[object.type.name, default: 0] += 1 }
+        }
+    }
+
+    func record(_ event: SessionEvent) {
+        switch event {
+        case .runtimeError(let error):
+            let device: String?
+            switch error {
+            case .deviceDisconnected(let id), .deviceNotFound(let id): device = id
+            case .lockedByAnotherClient(let id, _), .deviceStartFailed(let id, _), .buffersNotReturned(let id, _, _): device = id
+            default: device = nil
+            }
+            var media: MediaType?
+            if case .notAuthorized(let type, _) = error { media = MediaType(rawValue: type) }
+            let pts = state.withLock { s in device.flatMap { s.lastEnd[$0] } ?? media.flatMap { s.lastEndByMedia[$0] } ?? s.latestEnd }
+            recordError(error, source: "session", pts: pts)
+        case .interrupted(let reason):
+            state.withLock { s in
+                s.errors.append(.init(type: "interrupted", pts: s.latestEnd, message: "\(reason)", source: "session"))
+            }
+        case .interruptionEnded:
+            state.withLock { s in
+                s.errors.append(.init(type: "interruptionEnded", pts: s.latestEnd, message: "interruption ended", source: "session"))
+            }
+        case .stopped:
+            state.withLock { $0.sawStopped = true }
+        case .started, .streamEnded:
+            break
+        }
+    }
+
+    func recordError(_ error: CaptureError, source: String, pts: Double) {
+        let entry = CaptureHarness.DeliveredError(type: CaptureHarness.typeName(error), pts: pts, message: error.description, source: source)
+        state.withLock { $0.errors.append(entry) }
+    }
+}
+
+/// The movie's recording delegate: keeps the summary and error, signals the end.
+final class RecordingDelegate: CaptureFileOutputRecordingDelegate {
+    private struct State {
+        var summary: RecordingSummary?
+        var error: CaptureError?
+        var finished = false
+    }
+
+    private let state = Locked(State())
+
+    var isFinished: Bool { state.withLock { $0.finished } }
+    var summary: RecordingSummary? { state.withLock { $0.summary } }
+    var error: CaptureError? { state.withLock { $0.error } }
+
+    func fileOutput(_ output: MovieFileOutput, didFinishRecordingTo path: String, from connections: [CaptureConnection],
+                    summary: RecordingSummary, error: CaptureError?) {
+        state.withLock { s in
+            s.summary = summary
+            s.error = error
+            s.finished = true
+        }
+    }
+
+    /// Waits (polling, off the caller's thread) until the recording finished; false on timeout.
+    func wait(seconds: Double) async -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while !isFinished {
+            if Date() > deadline { return false }
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+        return true
+    }
+}
+
+/// Runs the harness's event consumer on one Dispatch queue (a task executor off the cooperative pool).
+final class EventExecutor: TaskExecutor {
+    static let shared = EventExecutor()
+    private let queue = DispatchQueue(label: "capturekit.harness.events")
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let executor = asUnownedTaskExecutor()
+        queue.async { job.runSynchronously(on: executor) }
+    }
+}

@@ -1,0 +1,149 @@
+import ArgumentParser
+import CaptureKit
+import CaptureKitTesting
+import Foundation
+
+struct TestCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "test",
+        abstract: "Run scenario files (devices, faults, expectations) in virtual time and report which expectations failed.",
+        discussion: """
+            Each SCENARIO is a JSON scenario file or a folder of them (Simulator/Scenarios/README.md documents the \
+            format): simulated devices, a controls timeline, a fault timeline (drops, jitter, stalls, corrupt frames, \
+            unplug, audio gaps, drift, interruptions, disk full…) and the expectations on what comes out. Scenarios \
+            run in parallel (--jobs) in virtual time; the exit status is 1 when any expectation fails, and each failure \
+            names the scenario, the expectation and the measured value. --shard I/N runs the I-th of N stable shards \
+            (by scenario name), so N CI jobs together run the whole set once. --junit writes JUnit XML, --json the \
+            measurements, --artifacts DIR keeps per scenario DIR/NAME/: the movie, inspect.json, contact-sheet.jpg, \
+            av-offset.png and result.json.
+            """)
+
+    @Argument(help: "Scenario files (.json) or folders of them.")
+    var scenarios: [String]
+
+    @Option(help: "Write a JUnit XML report here.")
+    var junit: String?
+
+    @Option(help: "Write the results (measurements and expectations) as JSON here.")
+    var json: String?
+
+    @Option(help: "Keep each scenario's movie, inspect report, contact sheet, A/V offset plot and result in DIR/NAME/.")
+    var artifacts: String?
+
+    @Option(help: "Scenarios run at once.")
+    var jobs: Int = 2
+
+    @Option(help: "I/N: run only the I-th of N shards (stable assignment by scenario name).")
+    var shard: String?
+
+    func validate() throws {
+        guard (1...64).contains(jobs) else { throw ValidationError("--jobs must be 1…64") }
+        if let shard, Self.parseShard(shard) == nil { throw ValidationError("--shard must look like I/N with 1 ≤ I ≤ N, e.g. 2/3, not '\(shard)'") }
+    }
+
+    static func parseShard(_ text: String) -> (index: Int, count: Int)? {
+        let parts = text.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 2, let i = Int(parts[0]), let n = Int(parts[1]), n >= 1, (1...n).contains(i) else { return nil }
+        return (i, n)
+    }
+
+    func run() async throws {
+        // The runner reports what it measures; libav's own complaints (a damaged frame) are noise here.
+        MediaFileReader.silenceLibraryLogs()
+        let files: [String]
+        do { files = try Scenario.files(in: scenarios) } catch { throw CommandFailure(error) }
+        // Shard by the scenario's name (its "name", else the file's base name).
+        var selected: [String] = []
+        for file in files {
+            if let (index, count) = shard.flatMap(Self.parseShard) {
+                let name = (try? Scenario.load(path: file).name) ?? ((file as NSString).lastPathComponent as NSString).deletingPathExtension
+                guard ScenarioRunner.shard(of: name, count: count) == index else { continue }
+            }
+            selected.append(file)
+        }
+        if selected.isEmpty {
+            printError("capture test: no scenarios to run" + (shard.map { " in shard \($0)" } ?? ""))
+        }
+        if let artifacts {
+            do { try FileManager.default.createDirectory(atPath: artifacts, withIntermediateDirectories: true) } catch {
+                throw CommandFailure(.fileOperationFailed(path: artifacts, reason: "cannot create the artifacts folder"))
+            }
+        }
+        let progress = Progress(total: selected.count, terminal: isatty(STDOUT_FILENO) == 1)
+        let started = Date()
+        let options = ScenarioRunner.Options(artifactsDirectory: artifacts)
+        var results = [ScenarioResult?](repeating: nil, count: selected.count)
+        await withTaskGroup(of: (Int, ScenarioResult).self) { group in
+            var next = 0
+            while next < min(jobs, selected.count) {
+                let i = next, file = selected[i]
+                group.addTask { (i, await ScenarioRunner.run(file: file, options: options)) }
+                next += 1
+            }
+            for await (i, result) in group {
+                results[i] = result
+                progress.finished(result)
+                if next < selected.count {
+                    let j = next, file = selected[j]
+                    group.addTask { (j, await ScenarioRunner.run(file: file, options: options)) }
+                    next += 1
+                }
+            }
+        }
+        let done = results.compactMap { $0 }
+        progress.end(wall: Date().timeIntervalSince(started))
+        if let junit {
+            guard FileManager.default.createFile(atPath: junit, contents: Data(ScenarioReport.junit(done).utf8)) else {
+                throw CommandFailure(.fileOperationFailed(path: junit, reason: "cannot write the JUnit report"))
+            }
+        }
+        if let json {
+            guard FileManager.default.createFile(atPath: json, contents: Data(ScenarioReport.json(done).utf8)) else {
+                throw CommandFailure(.fileOperationFailed(path: json, reason: "cannot write the JSON report"))
+            }
+        }
+        if done.contains(where: { !$0.passed }) { throw ExitCode(1) }
+    }
+}
+
+/// Progress: on a terminal one line rewritten in place (done/total, failures so far), otherwise a
+/// plain line per finished scenario. Failures are printed in full either way.
+final class Progress: @unchecked Sendable {
+    let total: Int
+    let terminal: Bool
+    private var done = 0
+    private var failed = 0
+
+    init(total: Int, terminal: Bool) {
+        self.total = total
+        self.terminal = terminal
+    }
+
+    // Called from the task group's consuming loop only (one at a time).
+    func finished(_ result: ScenarioResult) {
+        done += 1
+        if !result.passed { failed += 1 }
+        let status = result.passed ? "PASS" : "FAIL"
+        let line = "[\(done)/\(total)] \(status) \(result.name) (\(String(format: "%.1f", result.wallSeconds)) s)"
+        if terminal {
+            // Clear the status line, print failures for good, then redraw the status line.
+            if !result.passed {
+                print("\r\u{1B}[2K" + line)
+                for message in result.failureMessages { print("  " + message) }
+            }
+            let skipped = result.expectations.filter(\.skipped)
+            for s in skipped { print("\r\u{1B}[2K  \(result.name): \(s.name) \(s.measured)") }
+            print("\r\u{1B}[2K\(done)/\(total) done, \(failed) failed — last: \(result.name) \(status)", terminator: "")
+            fflush(nil)  // all streams: stdout is a C global Swift 6 will not touch
+        } else {
+            print(line)
+            for message in result.failureMessages { print("  " + message) }
+            for s in result.expectations where s.skipped { print("  \(result.name): \(s.name) \(s.measured)") }
+        }
+    }
+
+    func end(wall: Double) {
+        if terminal { print("\r\u{1B}[2K", terminator: "") }
+        print("\(total) scenarios, \(failed) failed, in \(String(format: "%.1f", wall)) s")
+    }
+}

@@ -1,0 +1,125 @@
+import CaptureKit
+import CaptureKitTesting
+import Foundation
+import Testing
+
+/// The harness, tested with itself: step virtual time, push faults, read plain values.
+@Suite struct HarnessTests {
+    static func folder() throws -> String {
+        let path = NSTemporaryDirectory() + "capturekit-harness-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    static func configuration(movie: String? = nil, faults: FaultTimeline = FaultTimeline()) -> CaptureHarness.Configuration {
+        var c = CaptureHarness.Configuration()
+        c.cameraFormat = "640x480@30"
+        c.moviePath = movie
+        c.faults = faults
+        return c
+    }
+
+    @Test func aCleanRunDeliversEveryFrameOnTheGridInSync() async throws {
+        let movie = try Self.folder() + "/clean.mp4"
+        let harness = try CaptureHarness(Self.configuration(movie: movie))
+        try harness.start()
+        try harness.advance(by: 2.0)
+        #expect(harness.delivered.frameCount == 60)
+        let recording = await harness.finish()
+        #expect(recording.frameCount == 60)
+        #expect(recording.missingFrames == [])
+        #expect(recording.delivered.frameSequence == Array(0..<60))
+        #expect(recording.delivered.maximumJitterMicroseconds(frameDuration: 1.0 / 30) == 0)
+        #expect(recording.errors.isEmpty, "\(recording.errors)")
+        #expect(recording.stopReason == "requested")
+        let offset = try #require(recording.maximumAVOffset)
+        #expect(offset < 0.040, "A/V offset \(offset) s")
+        let frequency = try #require(recording.dominantFrequency)
+        #expect(abs(frequency - 1000) < 20, "tone at \(frequency) Hz")
+        #expect(recording.file?.streams.count == 2)
+    }
+
+    @Test func stepsDeliverExactlyWhatTheyAllow() async throws {
+        var c = Self.configuration()
+        c.microphone = nil
+        let harness = try CaptureHarness(c)
+        try harness.start()
+        try harness.advance(toFrame: 15)
+        #expect(harness.delivered.frameSequence == Array(0..<15))
+        try harness.advance(by: 0.5)
+        #expect(harness.delivered.frameCount == 15, "0.5 s from the start: frames 0…14, already delivered")
+        try harness.advance(by: 0.5)
+        #expect(harness.delivered.frameSequence == Array(0..<30))
+        let recording = await harness.finish()
+        #expect(recording.summary == nil, "no movie output")
+        #expect(recording.frameCount == 30)
+    }
+
+    @Test func droppedFramesAreExactlyThoseInjected() async throws {
+        let movie = try Self.folder() + "/drops.mp4"
+        var faults = FaultTimeline()
+        faults.add(.dropFrames(count: 2), at: .frame(10), device: "sim:back")
+        faults.add(.dropFrames(count: 1), at: .frame(40), device: "sim:back")
+        let harness = try CaptureHarness(Self.configuration(movie: movie, faults: faults))
+        try harness.start()
+        try harness.advance(by: 2.0)
+        let recording = await harness.finish()
+        #expect(recording.delivered.missingFrames == [10, 11, 40])
+        #expect(recording.missingFrames == [10, 11, 40])
+        #expect(recording.frameCount == 57)
+    }
+
+    @Test func aPushedUnplugEndsTheStreamWithAnError() async throws {
+        var c = Self.configuration()
+        c.microphone = nil
+        let harness = try CaptureHarness(c)
+        try harness.start()
+        try harness.advance(toFrame: 15)
+        harness.push(.unplug, device: "sim:back", at: .time(MediaTime(value: 1, timescale: 1)))
+        try? harness.advance(by: 2.0)
+        let recording = await harness.finish()
+        #expect(recording.delivered.frameSequence == Array(0..<30), "nothing from 1 s on")
+        #expect(recording.errors.map(\.type) == ["deviceDisconnected"])
+        let error = try #require(recording.errors.first)
+        #expect(abs(error.pts - 1.0) < 1e-6, "at \(error.pts) s: the end of the last frame")
+    }
+
+    @Test func aDeniedStartIsAnErrorAtZero() async throws {
+        var c = Self.configuration()
+        c.authorization = .denied
+        let harness = try CaptureHarness(c)
+        #expect(throws: CaptureError.self) { try harness.start() }
+        let recording = await harness.finish()
+        #expect(recording.errors.map(\.type) == ["notAuthorized"])
+        #expect(recording.errors.first?.pts == 0)
+        #expect(recording.frameCount == 0)
+    }
+}
+
+/// `ScenarioRunner` from Swift: a scenario document in, measured values and each expectation's
+/// outcome out.
+@Suite struct ScenarioRunnerTests {
+    @Test func aScenarioRunsAndNamesEachFailedExpectationWithItsMeasuredValue() async throws {
+        let text = """
+            {"version": 1, "name": "burst", "duration": 2, "seed": 3,
+             "devices": {"camera": {"device": "sim:back", "format": "640x480@30"}, "microphone": {"device": "sim:mic"}},
+             "faults": [{"frame": 20, "kind": "dropFrames", "count": 3}, {"at": 1.2, "kind": "audioGap", "milliseconds": 60}],
+             "expectations": {"frames": 57, "missingFrames": [20, 21, 22], "maxAVOffset": 0.04,
+                              "audio": {"gapMilliseconds": {"min": 50, "max": 70}, "frequency": {"min": 980, "max": 1020}},
+                              "errors": [], "stopReason": "requested"}}
+            """
+        let scenario = try Scenario.parse(Data(text.utf8), file: "burst.json")
+        let result = await ScenarioRunner.run(scenario)
+        #expect(result.passed, "\(result.failureMessages)")
+        #expect(result.expectations.map(\.name) == ["frames", "missingFrames", "maxAVOffset", "stopReason", "errors", "audio.frequency",
+                                                    "audio.gapMilliseconds"])
+        #expect(result.measured?.missingFrames == [20, 21, 22])
+
+        var wrong = scenario
+        wrong.expectations.missingFrames = []
+        wrong.expectations.frames = Scenario.Range(min: 60, max: 60)
+        let failed = await ScenarioRunner.run(wrong)
+        #expect(!failed.passed)
+        #expect(failed.failureMessages == ["burst: frames: expected 60, measured 57", "burst: missingFrames: expected none, measured [20, 21, 22]"])
+    }
+}
