@@ -35,6 +35,10 @@ public enum Fault: Sendable, Hashable {
     /// The next frame is delivered twice: same pixels, same sequence number, same PTS (a driver
     /// re-queueing a buffer).
     case duplicateFrame
+    /// The driver hands back the next frame flagged as failed (V4L2's `V4L2_BUF_FLAG_ERROR`; on
+    /// vivid, its "Inject VIDIOC_DQBUF Error" control): the frame is lost, counted as a
+    /// `corruptData` drop on the registry's `driverEvents`, and the next frame reports the gap.
+    case bufferError
     // Any device.
     /// The device is unplugged: its streams fail with `deviceDisconnected`, its object is dead.
     case unplug
@@ -114,7 +118,7 @@ extension Fault {
 
     public var scope: Scope {
         switch self {
-        case .dropFrames, .jitter, .stall, .corruptFrame, .duplicateFrame: return .video
+        case .dropFrames, .jitter, .stall, .corruptFrame, .duplicateFrame, .bufferError: return .video
         case .audioGap, .clockDrift: return .audio
         case .unplug, .replug, .configurationPriorityTaken, .configurationPriorityReleased: return .device
         case .interruptionBegan, .interruptionEnded, .authorization: return .session
@@ -130,6 +134,7 @@ extension Fault {
         case .stall: return "stall"
         case .corruptFrame: return "corruptFrame"
         case .duplicateFrame: return "duplicateFrame"
+        case .bufferError: return "bufferError"
         case .unplug: return "unplug"
         case .replug: return "replug"
         case .configurationPriorityTaken: return "configurationPriorityTaken"
@@ -238,7 +243,7 @@ extension FaultTimeline {
                 guard bytes > 0 else { throw fail("\(bytes) bytes", "bytes ≥ 1") }
             case .configurationPriorityTaken(let holder):
                 guard !holder.isEmpty else { throw fail("an empty holder", "a description of the other process") }
-            case .duplicateFrame, .unplug, .interruptionBegan, .authorization: break
+            case .duplicateFrame, .bufferError, .unplug, .interruptionBegan, .authorization: break
             case .replug, .configurationPriorityReleased, .interruptionEnded:
                 let opener: (Fault) -> Bool = { earlier in
                     switch (fault, earlier) {

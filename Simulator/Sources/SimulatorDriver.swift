@@ -7,7 +7,8 @@ import Foundation
 ///
 /// `SimulatorDriver(seed:)` loads the built-in profiles plus those named by `CAPTUREKIT_PROFILES`;
 /// if one of those is malformed, `discoverDevices()` throws the error naming file, field and problem.
-public struct SimulatorDriver: CaptureDriver, AuthorizingDriver, HotPlugDriver, AudioRoutingDriver, AvailabilityReportingDriver {
+public struct SimulatorDriver: CaptureDriver, AuthorizingDriver, HotPlugDriver, AudioRoutingDriver, AvailabilityReportingDriver,
+                               EventReportingDriver {
     public let scheme = "sim"
     public let seed: UInt64
     public let profiles: [SimulatedDeviceProfile]
@@ -16,6 +17,8 @@ public struct SimulatorDriver: CaptureDriver, AuthorizingDriver, HotPlugDriver, 
     /// Compresses rendered frames for the MJPEG formats (nil: MJPEG streams are refused).
     public let compressor: (any FrameCompressor)?
     private let loadError: CaptureError?
+    /// The scenario's `deviceEvents`: drops the script causes, as a real backend reports them.
+    public var events: DeviceEventCenter { scenario.deviceEvents }
 
     public init(seed: UInt64 = 0, scenario: SimulatorScenario = SimulatorScenario(), compressor: (any FrameCompressor)? = nil) {
         self.seed = seed
@@ -126,6 +129,10 @@ public struct SimulatorDriver: CaptureDriver, AuthorizingDriver, HotPlugDriver, 
 /// for camera/microphone access (grant, deny, restricted, after a delay), devices being unplugged
 /// and plugged back, and other processes holding a device's configuration priority.
 public final class SimulatorScenario: Sendable {
+    /// Where the scenario's devices report drops the way real backends do (a `bufferError` is a
+    /// `corruptData` drop); the drivers sharing this scenario report through it.
+    public let deviceEvents = DeviceEventCenter()
+
     /// What `requestAccess` answers for a media type whose status is not determined yet.
     public enum AccessAnswer: Sendable, Hashable { case grant, deny, restricted }
 
@@ -247,11 +254,13 @@ public final class SimulatorScenario: Sendable {
     public func connect(_ uniqueID: String) { setConnected(uniqueID, true) }
 
     private func setConnected(_ uniqueID: String, _ connected: Bool) {
-        let handlers = state.withLock { s -> [@Sendable (String, Bool) -> Void] in
+        let (changed, handlers) = state.withLock { s -> (Bool, [@Sendable (String, Bool) -> Void]) in
             s.plugDecided.insert(uniqueID)
             let changed = connected ? s.disconnected.remove(uniqueID) != nil : s.disconnected.insert(uniqueID).inserted
-            return changed ? s.handlers : []
+            return (changed, changed ? s.handlers : [])
         }
+        // As a real backend reports an unplug (V4L2's ENODEV) to its driver's events.
+        if changed && !connected { deviceEvents.post(.disconnected(deviceID: uniqueID)) }
         for handler in handlers { handler(uniqueID, connected) }
     }
 
@@ -546,6 +555,8 @@ final class SimulatedVideoStream: ReconfigurableStream {
         var corruptions: [FrameCorruption] = []
         var duplicateNext = false
         var duplicate: SampleBuffer?
+        /// Frames still to hand back flagged as failed (`bufferError`).
+        var bufferErrors = 0
     }
 
     init(camera: SimulatedCamera, setup: SimulatedStreamSetup) {
@@ -596,6 +607,7 @@ final class SimulatedVideoStream: ReconfigurableStream {
                 timeline.withLock { $0.stallUntil = from + MediaTime(value: Int64(milliseconds), timescale: 1000) }
             case .corruptFrame(let kind): timeline.withLock { $0.corruptions.append(kind) }
             case .duplicateFrame: timeline.withLock { $0.duplicateNext = true }
+            case .bufferError: timeline.withLock { $0.bufferErrors += 1 }
             default:
                 if let wait = camera.scenario.perform(number, event, pace: pace), wait.waitUntilApplied(or: stopSignal) { return true }
             }
@@ -700,6 +712,14 @@ final class SimulatedVideoStream: ReconfigurableStream {
             }
             if faults?.droppedFrames.contains(index) == true || timelineLoses(index: index, start: anchor + offset) {
                 // A scripted device drop: the frame is never delivered; the next one reports the gap.
+                lost += 1
+                scriptedLoss = true
+                continue
+            }
+            if timeline.withLock({ s in guard s.bufferErrors > 0 else { return false }; s.bufferErrors -= 1; return true }) {
+                // A buffer the driver flagged as failed: lost like a drop, reported as corrupt data (as V4L2 does).
+                camera.scenario.deviceEvents.post(.samplesDropped(deviceID: camera.profile.uniqueID, reason: .corruptData, count: 1,
+                                                                  presentationTime: pts))
                 lost += 1
                 scriptedLoss = true
                 continue

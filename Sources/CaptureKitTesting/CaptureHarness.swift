@@ -135,6 +135,9 @@ public final class CaptureHarness {
         public var audioLevelDBFS: Double? { analysis?.audioRMSDBFS }
         /// The movie's container and streams as read back (nil without a movie).
         public var file: MediaFileInfo?
+        /// Frames the camera's driver handed back flagged as failed (`corruptData` drops on the
+        /// registry's driver events: a simulated `bufferError`, V4L2's `V4L2_BUF_FLAG_ERROR`).
+        public var damagedFrames = 0
     }
 
     public let configuration: Configuration
@@ -156,6 +159,23 @@ public final class CaptureHarness {
     private var started = false
     private var running = false
     private var startError: CaptureError?
+    /// Faults injected into a real V4L2 camera in real time, in time order, and the wall-clock
+    /// instant the run started (what their times count from).
+    private var hardwareFaults: [HardwareFault] = []
+    private var startedAt: ContinuousClock.Instant?
+
+    /// A timeline event the harness fires itself on a V4L2 camera: one of vivid's error-injection
+    /// buttons, pressed through a second client of the node (as another program would).
+    struct HardwareFault {
+        var seconds: Double
+        var device: String
+        var control: String
+        var fault: Fault
+    }
+
+    /// vivid's error-injection controls for the timeline's faults that a V4L2 driver can be made
+    /// to produce on cue.
+    static let v4l2FaultControls: [String: String] = ["unplug": "disconnect", "bufferError": "inject_vidioc_dqbuf_error"]
 
     /// Builds the registry, the devices, the session and its outputs; throws what is wrong with
     /// the configuration (an unknown device, a format it lacks, a control it refuses).
@@ -178,6 +198,7 @@ public final class CaptureHarness {
             try Self.configure(device, format: configuration.cameraFormat, controls: configuration.cameraControls)
             try session.addInput(CaptureDeviceInput(device: device))
             camera = device
+            if id.hasPrefix("/dev/video") { hardwareFaults = try Self.hardwareFaults(configuration, camera: device) }
         }
         if let id = configuration.microphone {
             let device = try registry.device(uniqueID: id)
@@ -228,6 +249,32 @@ public final class CaptureHarness {
         if configuration.pace == .virtual { try session.enableManualStepping() }
     }
 
+    /// The timeline's events for a V4L2 camera, as error-injection presses; throws for a fault
+    /// the driver cannot be made to produce, or a camera without vivid's controls.
+    static func hardwareFaults(_ configuration: Configuration, camera: CaptureDevice) throws(CaptureError) -> [HardwareFault] {
+        let id = camera.uniqueID
+        var result: [HardwareFault] = []
+        for event in configuration.faults.events where event.device == id {
+            let name = event.fault.name
+            guard let control = v4l2FaultControls[name] else {
+                throw .invalidArgument("fault '\(name)' cannot be injected into \(id): a V4L2 camera takes unplug (vivid's disconnect) and bufferError (vivid's inject_vidioc_dqbuf_error) only")
+            }
+            guard configuration.pace == .realtime else {
+                throw .invalidArgument("\(id) is a real camera: its faults fire in real time (pace realtime)")
+            }
+            guard camera.controlDescription(.custom(control)) != nil else {
+                throw .invalidArgument("\(id) has no '\(control)' control: fault '\(name)' needs vivid's error injection")
+            }
+            let seconds: Double
+            switch event.at {
+            case .time(let t): seconds = t.seconds
+            case .frame(let n): seconds = Double(n) * camera.activeVideoMinFrameDuration.seconds
+            }
+            result.append(HardwareFault(seconds: seconds, device: id, control: control, fault: event.fault))
+        }
+        return result.sorted { $0.seconds < $1.seconds }
+    }
+
     deinit {
         eventTask?.cancel()
         if session.isRunning { session.stopRunning() }
@@ -244,6 +291,10 @@ public final class CaptureHarness {
         started = true
         let events = session.eventStream()
         let collector = self.collector
+        if configuration.pace == .realtime {
+            let origin = HostClock.now().seconds
+            collector.state.withLock { $0.origin = origin }
+        }
         // On its own thread, not the cooperative pool: tests and runners block pool threads in
         // `advance`, and events must be stamped while the step that caused them is current.
         eventTask = Task(executorPreference: EventExecutor.shared) { for await event in events { collector.record(event) } }
@@ -255,6 +306,7 @@ public final class CaptureHarness {
             throw error
         }
         running = true
+        startedAt = ContinuousClock.now
         if let movie, let path = configuration.moviePath {
             try? FileManager.default.removeItem(atPath: path)
             movie.startRecording(to: path, recordingDelegate: recordingDelegate)
@@ -269,11 +321,28 @@ public final class CaptureHarness {
         let end = now.seconds
         collector.state.withLock { $0.stepEnd = end }
         if configuration.pace == .realtime {
-            Thread.sleep(forTimeInterval: duration.seconds)
+            try sleepFiringHardwareFaults(until: end)
         } else {
             try session.advance(by: duration)
         }
         collector.settle()
+    }
+
+    /// Real time: waits until `seconds` after the start (wall clock), pressing the camera's
+    /// error-injection controls at their moments on the way.
+    private func sleepFiringHardwareFaults(until seconds: Double) throws(CaptureError) {
+        guard let startedAt else { return }
+        func wait(until t: Double) {
+            let remaining = startedAt + .microseconds(Int64(t * 1e6)) - ContinuousClock.now
+            if remaining > .zero { Thread.sleep(forTimeInterval: Double(remaining.components.seconds) + Double(remaining.components.attoseconds) / 1e18) }
+        }
+        while let next = hardwareFaults.first, next.seconds <= seconds {
+            wait(until: next.seconds)
+            hardwareFaults.removeFirst()
+            // A second client of the node, as another program would press the button.
+            try V4L2Driver().openDevice(uniqueID: next.device).setValue(.bool(true), for: .custom(next.control))
+        }
+        wait(until: seconds)
     }
 
     public func advance(by seconds: Double) throws(CaptureError) {
@@ -357,6 +426,7 @@ public final class CaptureHarness {
         }
         var recording = Recording(summary: summary, path: configuration.moviePath, delivered: delivered, errors: errors,
                                   frameDuration: frameDuration)
+        if let camera { recording.damagedFrames = registry.driverEvents.droppedCount(deviceID: camera.uniqueID, reason: .corruptData) }
         if analyze, let path = configuration.moviePath, FileManager.default.fileExists(atPath: path),
            (summary?.fileIsUsable ?? false) {
             recording.file = try? MediaFileReader(path: path).info
@@ -447,6 +517,9 @@ final class Collector: VideoDataOutputSampleBufferDelegate, AudioDataOutputSampl
         /// stop the movie is not part of the run.
         var cutoff = Double.infinity
         var sawStopped = false
+        /// Host-clock seconds of the run's start in real time (0 in virtual time, whose PTS start
+        /// at 0): every time recorded here counts from the run's start.
+        var origin = 0.0
     }
 
     let state = Locked(State())
@@ -462,11 +535,12 @@ final class Collector: VideoDataOutputSampleBufferDelegate, AudioDataOutputSampl
 
     func dataOutput(_ output: VideoDataOutput, didOutput sample: SampleBuffer, from connection: CaptureConnection) {
         let id = connection.input.device.uniqueID
-        let end = (sample.presentationTime + sample.duration).seconds
         state.withLock { s in
-            guard sample.presentationTime.seconds < s.cutoff else { return }
+            let pts = sample.presentationTime.seconds - s.origin
+            let end = pts + sample.duration.seconds
+            guard pts < s.cutoff else { return }
             s.delivered.frameSequence.append(sample.sequenceNumber)
-            s.delivered.framePTS.append(sample.presentationTime.seconds)
+            s.delivered.framePTS.append(pts)
             s.lastEnd[id] = end
             s.latestEnd = max(s.latestEnd, end)
             s.lastEndByMedia[.video] = end
@@ -479,11 +553,12 @@ final class Collector: VideoDataOutputSampleBufferDelegate, AudioDataOutputSampl
 
     func dataOutput(_ output: AudioDataOutput, didOutput sample: SampleBuffer, from connection: CaptureConnection) {
         let id = connection.input.device.uniqueID
-        let end = (sample.presentationTime + sample.duration).seconds
         let frames = Int64(sample.audioBuffer?.frameLength ?? 0)
         let rate = sample.audioBuffer?.format.sampleRate ?? 0
         state.withLock { s in
-            guard sample.presentationTime.seconds < s.cutoff else { return }
+            let pts = sample.presentationTime.seconds - s.origin
+            let end = pts + sample.duration.seconds
+            guard pts < s.cutoff else { return }
             s.delivered.audioFrames += frames
             if rate > 0 { s.delivered.audioSampleRate = rate }
             if let gap = sample.discontinuity { s.delivered.audioFramesLost += Int64(gap.count) }

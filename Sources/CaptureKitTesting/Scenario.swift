@@ -95,6 +95,9 @@ public struct Scenario: Sendable {
         public var jitterMicroseconds: Range?
         /// Damaged camera frames the movie left out.
         public var invalidFramesSkipped: Range?
+        /// Frames the camera's driver handed back flagged as failed (`bufferError`; V4L2's
+        /// `V4L2_BUF_FLAG_ERROR`), counted as `corruptData` drops on the registry's driver events.
+        public var damagedFrames: Range?
 
         public init() {}
         public var isEmpty: Bool { self == Expectations() }
@@ -119,6 +122,15 @@ public struct Scenario: Sendable {
     /// The camera's frame rate from its format (30 when none is given).
     public var frameRate: Double {
         camera?.format.flatMap(FormatRequest.init).map { Double($0.frameRate) } ?? 30
+    }
+
+    /// Runs the scenario on another camera (`capture test --camera`): its faults follow, and a
+    /// V4L2 camera (`/dev/videoN`) runs in real time. Nothing changes without a camera.
+    public mutating func replaceCamera(with uniqueID: String) {
+        guard let old = camera?.uniqueID else { return }
+        camera?.uniqueID = uniqueID
+        for i in faults.events.indices where faults.events[i].device == old { faults.events[i].device = uniqueID }
+        if uniqueID.hasPrefix("/dev/video") { pace = .realtime }
     }
 
     /// Reads and validates a scenario file.
@@ -393,11 +405,11 @@ struct ScenarioParser {
     /// Each kind's own keys beside `at`/`frame`, `device` and `kind`.
     static let faultKinds: [String: [String]] = [
         "dropFrames": ["count"], "jitter": ["microseconds", "frames"], "stall": ["milliseconds"], "corruptFrame": ["corruption"],
-        "duplicateFrame": [], "unplug": [], "replug": [], "configurationPriorityTaken": ["holder"], "configurationPriorityReleased": [],
+        "duplicateFrame": [], "bufferError": [], "unplug": [], "replug": [], "configurationPriorityTaken": ["holder"], "configurationPriorityReleased": [],
         "audioGap": ["milliseconds"], "clockDrift": ["ppm"], "interruptionBegan": [], "interruptionEnded": [],
         "authorization": ["mediaType", "status"], "diskFull": ["bytes"], "slowDisk": ["milliseconds"], "slowEncoder": ["milliseconds"],
     ]
-    static let videoFaults: Set<String> = ["dropFrames", "jitter", "stall", "corruptFrame", "duplicateFrame"]
+    static let videoFaults: Set<String> = ["dropFrames", "jitter", "stall", "corruptFrame", "duplicateFrame", "bufferError"]
     static let audioFaults: Set<String> = ["audioGap", "clockDrift"]
     static let anyDeviceFaults: Set<String> = ["unplug", "replug", "configurationPriorityTaken", "configurationPriorityReleased"]
 
@@ -466,6 +478,7 @@ struct ScenarioParser {
             let c = try choice(o["corruption"] ?? "garbage", Self.join(path, "corruption"), FrameCorruption.allCases.map(\.rawValue))
             fault = .corruptFrame(FrameCorruption(rawValue: c)!)
         case "duplicateFrame": fault = .duplicateFrame
+        case "bufferError": fault = .bufferError
         case "unplug": fault = .unplug
         case "replug": fault = .replug
         case "configurationPriorityTaken":
@@ -491,7 +504,7 @@ struct ScenarioParser {
     }
 
     static let expectationKeys = ["frames", "deliveredFrames", "missingFrames", "duplicatedFrames", "maxAVOffset", "stopReason", "playable",
-                                  "gstreamer", "errors", "metadata", "audio", "jitterMicroseconds", "invalidFramesSkipped"]
+                                  "gstreamer", "errors", "metadata", "audio", "jitterMicroseconds", "invalidFramesSkipped", "damagedFrames"]
     static let stopReasons = ["requested", "sessionStopped", "maximumDuration", "maximumFileSize", "diskFull", "writeFailed",
                               "configurationChanged", "error"]
 
@@ -567,6 +580,10 @@ struct ScenarioParser {
         if let v = o["jitterMicroseconds"] {
             guard s.outputs.videoData else { throw fail(Self.join(path, "jitterMicroseconds"), "needs a video data output (outputs.videoData)") }
             e.jitterMicroseconds = try range(v, Self.join(path, "jitterMicroseconds"))
+        }
+        if let v = o["damagedFrames"] {
+            guard s.camera != nil else { throw fail(Self.join(path, "damagedFrames"), "needs a camera (devices.camera)") }
+            e.damagedFrames = try range(v, Self.join(path, "damagedFrames"))
         }
         if let v = o["invalidFramesSkipped"] {
             try needsMovie("invalidFramesSkipped")

@@ -28,6 +28,7 @@ public struct ScenarioResult: Sendable, Codable {
         public var audioGapMilliseconds: Double
         public var jitterMicroseconds: Double
         public var invalidFramesSkipped: Int
+        public var damagedFrames: Int
         public var fileSize: Int64?
     }
 
@@ -58,7 +59,14 @@ public enum ScenarioRunner {
         /// movies go to a scratch folder and are removed.
         public var artifactsDirectory: String?
         public var scratchDirectory: String = NSTemporaryDirectory()
-        public init(artifactsDirectory: String? = nil) { self.artifactsDirectory = artifactsDirectory }
+        /// Run every scenario with this camera instead of its own (`capture test --camera`): the
+        /// same file on a real V4L2 camera (then in real time, its faults pressed through vivid's
+        /// error-injection controls).
+        public var camera: String?
+        public init(artifactsDirectory: String? = nil, camera: String? = nil) {
+            self.artifactsDirectory = artifactsDirectory
+            self.camera = camera
+        }
     }
 
     /// Which of `shardCount` shards (1-based `shard`) a scenario belongs to: FNV-1a of its name, so
@@ -103,8 +111,10 @@ public enum ScenarioRunner {
     }
 
     /// Runs a scenario: records `duration` seconds of virtual time, then measures and checks.
-    public static func run(_ s: Scenario, options: Options = Options()) async -> ScenarioResult {
+    public static func run(_ scenario: Scenario, options: Options = Options()) async -> ScenarioResult {
         let start = Date()
+        var s = scenario
+        if let camera = options.camera { s.replaceCamera(with: camera) }
         let folder: String
         if let dir = options.artifactsDirectory {
             folder = (dir as NSString).appendingPathComponent(s.name)
@@ -161,7 +171,7 @@ public enum ScenarioRunner {
             maxAVOffset: r.maximumAVOffset, stopReason: r.stopReason, errors: r.errors, metadata: r.delivered.metadataObjects,
             audioFrequency: r.dominantFrequency, audioLevel: r.audioLevelDBFS, audioGapMilliseconds: r.delivered.audioGapMilliseconds,
             jitterMicroseconds: r.delivered.maximumJitterMicroseconds(frameDuration: r.frameDuration),
-            invalidFramesSkipped: r.summary?.invalidFramesSkipped ?? 0, fileSize: r.summary?.fileSize)
+            invalidFramesSkipped: r.summary?.invalidFramesSkipped ?? 0, damagedFrames: r.damagedFrames, fileSize: r.summary?.fileSize)
     }
 
     static func list(_ values: [Int]) -> String { values.isEmpty ? "none" : "[" + values.map(String.init).joined(separator: ", ") + "]" }
@@ -219,6 +229,7 @@ public enum ScenarioRunner {
         range("audio.gapMilliseconds", e.audioGapMilliseconds, m.audioGapMilliseconds, unit: " ms")
         range("jitterMicroseconds", e.jitterMicroseconds, m.jitterMicroseconds, unit: " µs")
         range("invalidFramesSkipped", e.invalidFramesSkipped, Double(m.invalidFramesSkipped))
+        range("damagedFrames", e.damagedFrames, Double(m.damagedFrames))
         return out
     }
 

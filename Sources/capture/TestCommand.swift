@@ -15,7 +15,8 @@ struct TestCommand: AsyncParsableCommand {
             names the scenario, the expectation and the measured value. --shard I/N runs the I-th of N stable shards \
             (by scenario name), so N CI jobs together run the whole set once. --junit writes JUnit XML, --json the \
             measurements, --artifacts DIR keeps per scenario DIR/NAME/: the movie, inspect.json, contact-sheet.jpg, \
-            av-offset.png and result.json.
+            av-offset.png and result.json. --camera runs the same files on another camera: on a V4L2 one (vivid in \
+            the VM) in real time, its unplug and bufferError faults pressed through vivid's error-injection controls.
             """)
 
     @Argument(help: "Scenario files (.json) or folders of them.")
@@ -35,6 +36,10 @@ struct TestCommand: AsyncParsableCommand {
 
     @Option(help: "I/N: run only the I-th of N shards (stable assignment by scenario name).")
     var shard: String?
+
+    @Option(help: ArgumentHelp("Run every scenario with this camera instead of its own (e.g. /dev/video0).",
+                               discussion: "A V4L2 camera runs in real time; its unplug and bufferError faults are pressed through vivid's error-injection controls."))
+    var camera: String?
 
     func validate() throws {
         guard (1...64).contains(jobs) else { throw ValidationError("--jobs must be 1…64") }
@@ -71,10 +76,12 @@ struct TestCommand: AsyncParsableCommand {
         }
         let progress = Progress(total: selected.count, terminal: isatty(STDOUT_FILENO) == 1)
         let started = Date()
-        let options = ScenarioRunner.Options(artifactsDirectory: artifacts)
+        let options = ScenarioRunner.Options(artifactsDirectory: artifacts, camera: camera)
         var results = [ScenarioResult?](repeating: nil, count: selected.count)
         await withTaskGroup(of: (Int, ScenarioResult).self) { group in
             var next = 0
+            // One real camera serves one scenario at a time.
+            let jobs = camera?.hasPrefix("/dev/") == true ? 1 : self.jobs
             while next < min(jobs, selected.count) {
                 let i = next, file = selected[i]
                 group.addTask { (i, await ScenarioRunner.run(file: file, options: options)) }

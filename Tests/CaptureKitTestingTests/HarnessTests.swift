@@ -84,6 +84,38 @@ import Testing
         #expect(abs(error.pts - 1.0) < 1e-6, "at \(error.pts) s: the end of the last frame")
     }
 
+    /// A buffer the driver flags as failed (as vivid's "Inject VIDIOC_DQBUF Error" makes V4L2 do):
+    /// the frame is lost, counted once as damaged on the registry's driver events, and no error.
+    @Test func aBufferErrorLosesOneFrameCountedAsDamaged() async throws {
+        let movie = try Self.folder() + "/damaged.mp4"
+        var faults = FaultTimeline()
+        faults.add(.bufferError, at: .frame(12), device: "sim:back")
+        let harness = try CaptureHarness(Self.configuration(movie: movie, faults: faults))
+        try harness.start()
+        try harness.advance(by: 1.0)
+        let recording = await harness.finish()
+        #expect(recording.damagedFrames == 1)
+        #expect(recording.delivered.missingFrames == [12])
+        #expect(recording.missingFrames == [12], "the movie's own frame stamps")
+        #expect(recording.errors.isEmpty, "\(recording.errors)")
+        #expect(harness.registry.driverEvents.droppedCount(deviceID: "sim:back", reason: .corruptData) == 1)
+    }
+
+    /// `capture test --camera`: the scenario's faults follow the camera; a V4L2 one runs in real time.
+    @Test func replacingTheCameraMovesItsFaultsAndPace() throws {
+        let text = """
+            {"version": 1, "duration": 2, "devices": {"camera": {"device": "sim:back", "format": "640x480@25"}},
+             "faults": [{"at": 1, "kind": "bufferError", "device": "camera"}, {"at": 1.5, "kind": "diskFull", "bytes": 100000}],
+             "expectations": {"damagedFrames": 1}}
+            """
+        var scenario = try Scenario.parse(Data(text.utf8), file: "p.json")
+        scenario.replaceCamera(with: "/dev/video7")
+        #expect(scenario.camera?.uniqueID == "/dev/video7")
+        #expect(scenario.pace == .realtime)
+        #expect(scenario.faults.events.map(\.device) == ["/dev/video7", nil])
+        #expect(scenario.expectations.damagedFrames == Scenario.Range(min: 1, max: 1))
+    }
+
     @Test func aDeniedStartIsAnErrorAtZero() async throws {
         var c = Self.configuration()
         c.authorization = .denied
