@@ -36,8 +36,9 @@ public enum Fault: Sendable, Hashable {
     /// re-queueing a buffer).
     case duplicateFrame
     /// The driver hands back the next frame flagged as failed (V4L2's `V4L2_BUF_FLAG_ERROR`; on
-    /// vivid, its "Inject VIDIOC_DQBUF Error" control): the frame is lost, counted as a
-    /// `corruptData` drop on the registry's `driverEvents`, and the next frame reports the gap.
+    /// vivid, its "Inject V4L2_BUF_FLAG_ERROR" control, once "Inject VIDIOC_DQBUF Error"): the
+    /// frame is lost, counted as a `corruptData` drop on the registry's `driverEvents`, and the
+    /// next frame reports the gap.
     case bufferError
     // Any device.
     /// The device is unplugged: its streams fail with `deviceDisconnected`, its object is dead.

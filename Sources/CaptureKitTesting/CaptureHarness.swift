@@ -174,8 +174,12 @@ public final class CaptureHarness {
     }
 
     /// vivid's error-injection controls for the timeline's faults that a V4L2 driver can be made
-    /// to produce on cue.
-    static let v4l2FaultControls: [String: String] = ["unplug": "disconnect", "bufferError": "inject_vidioc_dqbuf_error"]
+    /// to produce on cue, the first one the camera has wins: the buffer-error button is "Inject
+    /// V4L2_BUF_FLAG_ERROR" in current kernels (6.1 in the VM), "Inject VIDIOC_DQBUF Error" in older ones.
+    static let v4l2FaultControls: [String: [String]] = [
+        "unplug": ["disconnect"],
+        "bufferError": ["inject_v4l2_buf_flag_error", "inject_vidioc_dqbuf_error"],
+    ]
 
     /// Builds the registry, the devices, the session and its outputs; throws what is wrong with
     /// the configuration (an unknown device, a format it lacks, a control it refuses).
@@ -256,14 +260,14 @@ public final class CaptureHarness {
         var result: [HardwareFault] = []
         for event in configuration.faults.events where event.device == id {
             let name = event.fault.name
-            guard let control = v4l2FaultControls[name] else {
-                throw .invalidArgument("fault '\(name)' cannot be injected into \(id): a V4L2 camera takes unplug (vivid's disconnect) and bufferError (vivid's inject_vidioc_dqbuf_error) only")
+            guard let candidates = v4l2FaultControls[name] else {
+                throw .invalidArgument("fault '\(name)' cannot be injected into \(id): a V4L2 camera takes unplug (vivid's disconnect) and bufferError (vivid's inject_v4l2_buf_flag_error) only")
             }
             guard configuration.pace == .realtime else {
                 throw .invalidArgument("\(id) is a real camera: its faults fire in real time (pace realtime)")
             }
-            guard camera.controlDescription(.custom(control)) != nil else {
-                throw .invalidArgument("\(id) has no '\(control)' control: fault '\(name)' needs vivid's error injection")
+            guard let control = candidates.first(where: { camera.controlDescription(.custom($0)) != nil }) else {
+                throw .invalidArgument("\(id) has no \(candidates.joined(separator: " or ")) control: fault '\(name)' needs vivid's error injection")
             }
             let seconds: Double
             switch event.at {
@@ -291,6 +295,8 @@ public final class CaptureHarness {
         started = true
         let events = session.eventStream()
         let collector = self.collector
+        // Real time: PTS and the hardware faults' moments count from the same instant.
+        let startInstant = ContinuousClock.now
         if configuration.pace == .realtime {
             let origin = HostClock.now().seconds
             collector.state.withLock { $0.origin = origin }
@@ -306,7 +312,7 @@ public final class CaptureHarness {
             throw error
         }
         running = true
-        startedAt = ContinuousClock.now
+        startedAt = startInstant
         if let movie, let path = configuration.moviePath {
             try? FileManager.default.removeItem(atPath: path)
             movie.startRecording(to: path, recordingDelegate: recordingDelegate)

@@ -4,8 +4,8 @@ import Testing
 
 /// Issue 16's real-driver half: the same scenario files, with the same expectations, pass on the
 /// simulator (virtual time) and on vivid (`capture test --camera /dev/videoN`: real time, the
-/// faults pressed through vivid's error-injection controls — `bufferError` as "Inject VIDIOC_DQBUF
-/// Error", `unplug` as "Disconnect"). The unplug leaves vivid's nodes gone: ci/vm/device-tests
+/// faults pressed through vivid's error-injection controls — `bufferError` as "Inject
+/// V4L2_BUF_FLAG_ERROR", `unplug` as "Disconnect"). The unplug leaves vivid's nodes gone: ci/vm/device-tests
 /// reloads the module after this suite.
 @Suite(.serialized, .enabled(if: DeviceEnvironment.available, DeviceEnvironment.skipReason), .timeLimit(.minutes(3)))
 struct VividScenarioTests {

@@ -84,7 +84,7 @@ import Testing
         #expect(abs(error.pts - 1.0) < 1e-6, "at \(error.pts) s: the end of the last frame")
     }
 
-    /// A buffer the driver flags as failed (as vivid's "Inject VIDIOC_DQBUF Error" makes V4L2 do):
+    /// A buffer the driver flags as failed (as vivid's "Inject V4L2_BUF_FLAG_ERROR" makes V4L2 do):
     /// the frame is lost, counted once as damaged on the registry's driver events, and no error.
     @Test func aBufferErrorLosesOneFrameCountedAsDamaged() async throws {
         let movie = try Self.folder() + "/damaged.mp4"
