@@ -157,6 +157,9 @@ public final class SimulatorScenario: Sendable {
         /// Streams running per device (device actions fire from the device's own stream while it has one).
         var streaming: [String: Int] = [:]
         var availabilityHandlers: [@Sendable (String?, Bool) -> Void] = []
+        /// Interruptions begun whose scripted end has not been delivered yet (virtual pace: it
+        /// follows at once, off the stream's thread).
+        var pendingResumes = 0
     }
 
     /// A simulated microphone's data source (nil: the port's default) and gain stage (0…1).
@@ -318,6 +321,16 @@ public final class SimulatorScenario: Sendable {
         }
     }
 
+    /// Adds an event to the running timeline without rewinding it (setting `faults` starts the
+    /// fault clock and the fired set afresh): what has fired stays fired.
+    public func addFault(_ event: FaultEvent) {
+        state.withLock { $0.faults.events.append(event) }
+    }
+
+    /// Whether an interruption has begun whose scripted end is still on its way: in virtual pace
+    /// the session resumes an instant later, on another thread; a stepping caller waits for it.
+    public var isInterruptionResumePending: Bool { state.withLock { $0.pendingResumes > 0 } }
+
     /// The events that have fired so far, as indices into `faults.events`.
     public var firedFaultEvents: Set<Int> { state.withLock { $0.firedFaults } }
 
@@ -410,6 +423,7 @@ public final class SimulatorScenario: Sendable {
                         && s.faults.events[i].device == event.device
                 }) else { return nil }
                 s.firedFaults.insert(i)
+                s.pendingResumes += 1
                 if case .time(let t) = s.faults.events[i].at { return t }
                 return .zero
             }
@@ -422,6 +436,7 @@ public final class SimulatorScenario: Sendable {
                 guard let end else { return }
                 if pace == .realtime, end > begin { usleep(useconds_t(min(3_600, (end - begin).seconds) * 1_000_000)) }
                 self.notifyAvailability(event.device, available: true)
+                self.state.withLock { $0.pendingResumes -= 1 }
             }
             return wait
         default: break

@@ -329,9 +329,26 @@ public final class CaptureHarness {
         if configuration.pace == .realtime {
             try sleepFiringHardwareFaults(until: end)
         } else {
+            waitForScriptedResume()
             try session.advance(by: duration)
+            try settleInterruption()
         }
         collector.settle()
+    }
+
+    /// Virtual pace: a step that an interruption cut short returns as soon as the session is
+    /// interrupted, while the scripted end resumes it an instant later on another thread (and a
+    /// stream fetching its next frame ahead can begin one just after a step). Waits for that
+    /// resume and delivers the rest of the step, so every run sees the same frames.
+    private func settleInterruption() throws(CaptureError) {
+        guard session.isInterrupted || scenario.isInterruptionResumePending else { return }
+        waitForScriptedResume()
+        if session.isRunning { try session.advance(by: .zero) }
+    }
+
+    private func waitForScriptedResume() {
+        let deadline = Date().addingTimeInterval(10)
+        while scenario.isInterruptionResumePending && Date() < deadline { usleep(200) }
     }
 
     /// Real time: waits until `seconds` after the start (wall clock), pressing the camera's
@@ -361,18 +378,20 @@ public final class CaptureHarness {
         if target > now { now = target }
         let end = now.seconds
         collector.state.withLock { $0.stepEnd = end }
+        waitForScriptedResume()
         try session.advance(toFrame: count)
+        try settleInterruption()
         collector.settle()
     }
 
     /// Adds a fault to the timeline at the current virtual time (or `at`): the simulator and
     /// outputs apply it when their time reaches it. A running session holds each device's next
     /// sample already, so a fault pushed for "now" lands on the sample after that one; give `at`
-    /// (a time or frame not reached yet) to place it exactly. Setting `SimulatorScenario.faults` rewinds its
-    /// fault clock, so push before the first step, or onto a timeline none of whose events has
-    /// fired yet (fired events would fire again).
+    /// (a time or frame not reached yet) to place it exactly. Events already fired stay fired.
+    /// Output faults (`diskFull`, `slowDisk`, `slowEncoder`) belong in `configuration.faults`: the
+    /// movie output reads them when the harness is made.
     public func push(_ fault: Fault, device: String? = nil, at time: FaultTime? = nil) {
-        scenario.faults.add(fault, at: time ?? .time(now), device: device)
+        scenario.addFault(FaultEvent(at: time ?? .time(now), device: device, fault: fault))
     }
 
     /// What the data outputs received so far.
@@ -389,6 +408,7 @@ public final class CaptureHarness {
 
     /// Stops the movie (at the current virtual time) and the session, then reads the movie back.
     public func finish(analyze: Bool = true) async -> Recording {
+        if configuration.pace == .virtual { waitForScriptedResume() }
         let cutoff = now.seconds
         collector.state.withLock { $0.cutoff = cutoff }
         if let movie, started {

@@ -116,6 +116,33 @@ import Testing
         #expect(scenario.expectations.damagedFrames == Scenario.Range(min: 1, max: 1))
     }
 
+    /// An interruption takes no virtual time and its scripted end resumes the session on another
+    /// thread: the harness waits for that resume, so every run delivers the same frames (before the
+    /// wait, runs delivered 30, 31 or 91 frames).
+    @Test func anInterruptionResumesTheSameWayOnEveryRun() async throws {
+        var sequences: [[Int64]] = []
+        for _ in 0..<4 {
+            var faults = FaultTimeline()
+            faults.add(.interruptionBegan, at: .time(MediaTime(value: 1, timescale: 1)))
+            faults.add(.interruptionEnded, at: .time(MediaTime(value: 2, timescale: 1)))
+            var c = Self.configuration(faults: faults)
+            c.microphone = nil
+            let harness = try CaptureHarness(c)
+            try harness.start()
+            for _ in 0..<30 { try harness.advance(by: 0.1) }
+            let recording = await harness.finish()
+            #expect(recording.errors.map(\.type) == ["interrupted", "interruptionEnded"])
+            sequences.append(recording.delivered.frameSequence)
+        }
+        print("interruption run: \(sequences[0].count) frames, from \(sequences[0].first ?? -1) to \(sequences[0].last ?? -1); around the interruption \(Array(sequences[0][28..<min(34, sequences[0].count)]))")
+        #expect(Set(sequences).count == 1, "runs differ: \(sequences.map(\.count))")
+        // Frames 0…29, then the resumed stream (a new stream: its sequence numbers start again at
+        // 0, as V4L2's do after STREAMON) runs on to the end, without a gap.
+        let resumed = Array(sequences[0].dropFirst(30))
+        #expect(Array(sequences[0].prefix(30)) == Array(0..<30))
+        #expect(resumed == Array(0..<Int64(resumed.count)) && resumed.count >= 60, "\(resumed)")
+    }
+
     @Test func aDeniedStartIsAnErrorAtZero() async throws {
         var c = Self.configuration()
         c.authorization = .denied
