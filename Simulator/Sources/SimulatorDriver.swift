@@ -716,10 +716,11 @@ final class SimulatedVideoStream: ReconfigurableStream {
             let faults = self.faults.withLock { $0 }
             let scripted = timeline.withLock { index < $0.jitterEnd ? $0.jitterLimit : 0 }
             let pts = anchor + offset + jitter(index, limit: max(faults?.jitterMicroseconds ?? 0, scripted))
-            if configuration.pace == .realtime {
-                // A frame is available once it has been exposed: at its start time plus its duration.
-                guard stopSignal.sleep(untilHostTime: pts + step) else { return nil }
-            }
+            // Real time: a frame is available once it has been exposed, at its start time plus its
+            // duration. It is rendered during that exposure (before the wait, not after it), so
+            // the render's time never adds to the latency from PTS to delivery.
+            let realtime = configuration.pace == .realtime
+            var exposed = false
             state.withLock { s in
                 s.next = index + 1
                 s.previous = offset
@@ -739,7 +740,14 @@ final class SimulatedVideoStream: ReconfigurableStream {
                 scriptedLoss = true
                 continue
             }
-            guard let buffer = try acquireBuffer(setup) else {
+            var acquired = try acquireBuffer(setup)
+            if acquired == nil && realtime {
+                // No free buffer yet: a consumer may return one before the exposure ends.
+                guard stopSignal.sleep(untilHostTime: pts + step) else { return nil }
+                exposed = true
+                acquired = try acquireBuffer(setup)
+            }
+            guard let buffer = acquired else {
                 if stopSignal.isStopped { return nil }
                 // Real time: every buffer is held by a consumer, so this frame is lost, as on a device.
                 lost += 1
@@ -761,6 +769,9 @@ final class SimulatedVideoStream: ReconfigurableStream {
                 try Self.damage(buffer, corruption, seed: camera.seed ^ SimulatorDriver.hash(camera.profile.uniqueID) ^ UInt64(bitPattern: index))
             }
             camera.endFrame(plan, measurements: measurements, presentationTime: pts)
+            if realtime && !exposed {
+                guard stopSignal.sleep(untilHostTime: pts + step) else { return nil }
+            }
             for handler in applied { handler(pts) }
             let sample = SampleBuffer(payload: .pixels(buffer), formatDescription: setup.format,
                                       presentationTime: pts, duration: step, sequenceNumber: index,
