@@ -95,6 +95,24 @@ public final class AudioPCMBuffer: @unchecked Sendable {
                                             count: frameLength * format.channelCount))
     }
 
+    /// The largest |sample| in −1…1 over every fourth sample (a level meter's reading, without
+    /// converting or copying the buffer).
+    public var peakMagnitude: Float {
+        let count = frameLength * format.channelCount
+        switch format.sampleFormat {
+        case .float32:
+            let p = storage.assumingMemoryBound(to: Float.self)
+            var peak: Float = 0
+            for i in stride(from: 0, to: count, by: 4) { peak = max(peak, abs(p[i])) }
+            return peak
+        case .int16:
+            let p = storage.assumingMemoryBound(to: Int16.self)
+            var peak: Int32 = 0
+            for i in stride(from: 0, to: count, by: 4) { peak = max(peak, abs(Int32(p[i]))) }
+            return Float(peak) / 32768
+        }
+    }
+
     /// Samples converted to Float in −1…1, one array, interleaved.
     public func floatSamples() -> [Float] {
         switch format.sampleFormat {

@@ -28,6 +28,7 @@ public final class AssetWriter: Sendable {
         var sessionStart: MediaTime?
         var sessionEnd: MediaTime?
         var fragmentInterval = MediaTime.invalid
+        var outputFaults = OutputFaults()
         var finishing = false
     }
 
@@ -56,6 +57,14 @@ public final class AssetWriter: Sendable {
     public var movieFragmentInterval: MediaTime {
         get { state.withLock { $0.fragmentInterval } }
         set { state.withLock { if $0.status == .unknown { $0.fragmentInterval = newValue } } }
+    }
+
+    /// Disk and encoder faults to apply to this file (tests and simulated runs; a scenario's
+    /// `FaultTimeline.outputFaults`), as `MovieFileOutput.outputFaults` does. Set before
+    /// `startWriting()`; none by default.
+    public var outputFaults: OutputFaults {
+        get { state.withLock { $0.outputFaults } }
+        set { state.withLock { if $0.status == .unknown { $0.outputFaults = newValue } } }
     }
 
     /// Whether `input` may be added now; `addInputError` says why not.
@@ -106,10 +115,11 @@ public final class AssetWriter: Sendable {
             fail(error)
             return false
         case .success(let inputs):
-            let options = MovieWriter.Options(
+            var options = MovieWriter.Options(
                 fragmentInterval: movieFragmentInterval.isNumeric ? movieFragmentInterval : nil,
                 rotation: inputs.first { $0.mediaType == .video }?.transform.rightAngleRotation?.degrees ?? 0,
                 mirrored: inputs.first { $0.mediaType == .video }?.transform.rightAngleRotation?.mirrored ?? false)
+            options.faults = outputFaults
             engine.configure(inputs: inputs, options: options)
             for input in inputs { input.freeze() }
             state.withLock { $0.status = .writing }

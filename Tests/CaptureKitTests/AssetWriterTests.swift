@@ -281,6 +281,42 @@ enum AssetTestSupport {
     }
 
     /// Samples before the session start are not presented; the file starts at the start time.
+    /// A scenario's disk fault reaches an asset writer as it reaches a movie output: writes fail
+    /// with ENOSPC past the byte limit, the writer fails with `diskFull`, and the fragments already
+    /// complete stay a playable file.
+    @Test func outputFaultsFillTheDiskOfAnAssetWriter() async throws {
+        let dir = try TestSupport.temporaryDirectory()
+        let path = dir + "/full.mp4"
+        let (session, videoOutput, _) = try AssetTestSupport.dataOutputSession(audio: false)
+        let writer = try AssetWriter(path: path, fileType: .mp4)
+        writer.movieFragmentInterval = MediaTime(value: 1, timescale: 2)
+        var faults = FaultTimeline()
+        faults.add(.diskFull(bytes: 40_000), at: .time(.zero))
+        writer.outputFaults = faults.outputFaults
+        let input = try AssetWriterInput(mediaType: .video, outputSettings: [
+            VideoSettingsKey.codec: .string(VideoCodecType.h264),
+            VideoSettingsKey.width: 640, VideoSettingsKey.height: 480,
+        ])
+        try writer.add(input)
+        let feeder = AssetFeeder(video: input, audio: nil, end: MediaTime(value: 10, timescale: 1))
+        videoOutput.setSampleBufferDelegate(feeder, queue: DispatchQueue(label: "video"))
+        #expect(writer.startWriting())
+        writer.startSession(atSourceTime: .zero)
+        try await AssetTestSupport.run(session, writer, feeder, frames: 300)
+        #expect(writer.status == .failed)
+        guard case .diskFull = writer.error else {
+            Issue.record("expected diskFull, got \(String(describing: writer.error))")
+            return
+        }
+        let size = (try FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.intValue ?? 0
+        #expect(size <= 40_000, "the file stays within the disk: \(size) bytes")
+        let decode = try TestSupport.run("ffmpeg", ["-v", "error", "-i", path, "-f", "null", "-"])
+        #expect(decode.status == 0 && decode.stderr.isEmpty, "\(decode.stderr)")
+        var frames = 0
+        try MediaFileReader(path: path).decode(video: { _ in frames += 1 }, audio: nil)
+        #expect(frames >= 15 && frames < 300, "whole fragments kept: \(frames) frames")
+    }
+
     @Test func sessionStartOffsetsTheFileAndFitScalesDown() async throws {
         let dir = try TestSupport.temporaryDirectory()
         let path = dir + "/offset.mov"
