@@ -95,6 +95,26 @@ enum DeviceEnvironment {
         return streams
     }
 
+    /// Records the drops a registry's drivers report for `node`, with their PTS, until cancelled
+    /// (only this registry's drivers post to its event center).
+    static func dropLog(_ registry: DeviceRegistry, node: String) -> Task<[(time: Double, count: Int)], Never> {
+        let events = registry.driverEvents.events()
+        return Task {
+            var drops: [(time: Double, count: Int)] = []
+            for await event in events {
+                if case .samplesDropped(let id, _, let count, let time) = event, id == node { drops.append((time.seconds, count)) }
+            }
+            return drops
+        }
+    }
+
+    /// The frames of `drops` that fall inside a recording: a drop is reported with the PTS of the
+    /// frame after the gap, so those from the first frame's PTS to the recording's end.
+    static func dropped(_ drops: [(time: Double, count: Int)], during summary: RecordingSummary) throws -> Int {
+        guard let start = summary.startTime else { throw Failure(description: "the recording has no start time") }
+        return drops.filter { $0.time > start && $0.time <= start + summary.duration + 0.001 }.reduce(0) { $0 + $1.count }
+    }
+
     /// The `capture` tool SwiftPM built beside the test bundle.
     static var captureTool: String {
         let tests = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()

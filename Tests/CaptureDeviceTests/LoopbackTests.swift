@@ -298,14 +298,7 @@ struct LoopbackTests {
         movie.settings = settings
         try session.addOutput(movie)
         // The reader's drops with their times: those inside the recording are what the file lost.
-        let events = registry.driverEvents.events()
-        let dropLog = Task { () -> [(time: Double, count: Int)] in
-            var drops: [(time: Double, count: Int)] = []
-            for await event in events {
-                if case .samplesDropped(let id, _, let count, let time) = event, id == node { drops.append((time.seconds, count)) }
-            }
-            return drops
-        }
+        let dropLog = DeviceEnvironment.dropLog(registry, node: node)
         try session.startRunning()
         let path = dir + "/loopback.mp4"
         // Three seconds' worth of frames (45 at 15 fps).
@@ -313,11 +306,9 @@ struct LoopbackTests {
         session.stopRunning()
         let sessionDrops = registry.driverEvents.droppedCount(deviceID: node)
         dropLog.cancel()
-        // A drop is reported with the PTS of the frame after the gap (as in VividTests): count those
-        // inside the recording. Under TCG the writer runs late (frames written over a period after
-        // their time) and the reader has seen a gap before the recording began.
-        let start = try #require(summary.startTime)
-        let readerDrops = await dropLog.value.filter { $0.time > start && $0.time <= start + summary.duration + 0.001 }.reduce(0) { $0 + $1.count }
+        // Under TCG the writer runs late (frames written over a period after their time) and the
+        // reader has seen a gap before the recording began: count the drops inside the recording.
+        let readerDrops = try DeviceEnvironment.dropped(await dropLog.value, during: summary)
         let written = writer.output.statistics
         writer.stop()
 

@@ -77,16 +77,8 @@ struct VividTests {
         movie.settings = settings
         movie.maxRecordedDuration = MediaTime(value: 3, timescale: 1)
         try session.addOutput(movie)
-        // Drops with their times, so only those inside the recording are counted below (the
-        // registry's own event center: only its drivers post there).
-        let events = registry.driverEvents.events()
-        let dropLog = Task { () -> [(time: Double, count: Int)] in
-            var drops: [(time: Double, count: Int)] = []
-            for await event in events {
-                if case .samplesDropped(let id, _, let count, let time) = event, id == node { drops.append((time.seconds, count)) }
-            }
-            return drops
-        }
+        // Drops with their times, so only those inside the recording are counted below.
+        let dropLog = DeviceEnvironment.dropLog(registry, node: node)
         try session.startRunning()
         let path = dir + "/vivid.mp4"
         let watchdog = Task {
@@ -100,10 +92,8 @@ struct VividTests {
         let droppedInSession = registry.driverEvents.droppedCount(deviceID: node)
         dropLog.cancel()
         let drops = await dropLog.value
-        // A drop is reported with the PTS of the frame after the gap: count those that fall inside
-        // the recording (first frame's PTS to its end), not the session's warm-up or tail.
-        let start = try #require(summary.startTime)
-        let dropped = drops.filter { $0.time > start && $0.time <= start + summary.duration + 0.001 }.reduce(0) { $0 + $1.count }
+        // Those inside the recording, not the session's warm-up or tail.
+        let dropped = try DeviceEnvironment.dropped(drops, during: summary)
         print("vivid recording: \(summary.videoFrames) frames, \(summary.audioSamples) audio samples, \(summary.duration) s, "
               + "\(dropped) frames dropped by the device during the recording (\(droppedInSession) in the whole session)")
 
