@@ -262,9 +262,12 @@ public final class SimulatorScenario: Sendable {
             let changed = connected ? s.disconnected.remove(uniqueID) != nil : s.disconnected.insert(uniqueID).inserted
             return (changed, changed ? s.handlers : [])
         }
-        // As a real backend reports an unplug (V4L2's ENODEV) to its driver's events.
-        if changed && !connected { deviceEvents.post(.disconnected(deviceID: uniqueID)) }
         for handler in handlers { handler(uniqueID, connected) }
+        // As a real backend reports an unplug (V4L2's ENODEV) to its driver's events; after the
+        // hot-plug handlers, so the registry sees the removal first, as before these events
+        // existed (posting in between widened the window in which a stream marks its device
+        // disconnected first, and the audio session missed its route change under TSan).
+        if changed && !connected { deviceEvents.post(.disconnected(deviceID: uniqueID)) }
     }
 
     func addHotPlugHandler(_ handler: @escaping @Sendable (String, Bool) -> Void) {
