@@ -275,8 +275,7 @@ public final class MovieFileOutput: CaptureOutput {
                 l.lastVideoTime = sample.presentationTime.seconds
             }
         } else if let audio = sample.audioBuffer {
-            let peak = audio.peakMagnitude
-            let dB = peak > 0 ? max(-160, 20 * log10(peak)) : -160
+            let dB = AudioLevelMeter.dB(Double(audio.peakMagnitude))
             live.withLock { l in
                 l.lastAudioEnd = (sample.presentationTime + sample.duration).seconds
                 l.audioPeakDBFS = dB

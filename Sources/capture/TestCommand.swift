@@ -6,7 +6,7 @@ import Foundation
 struct TestCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "test",
-        abstract: "Run scenario files (devices, faults, expectations) in virtual time and report which expectations failed.",
+        abstract: "Run scenario files (devices, faults, expectations) in virtual time (real time on a --camera /dev/videoN) and report which expectations failed.",
         discussion: """
             Each SCENARIO is a JSON scenario file or a folder of them (Simulator/Scenarios/README.md documents the \
             format): simulated devices, a controls timeline, a fault timeline (drops, jitter, stalls, corrupt frames, \
