@@ -104,6 +104,9 @@ extension CaptureSession {
         var parkedAt = -1
 
         func blocks(_ sample: SampleBuffer) -> Bool {
+            // Nothing before the first step, not even a frame whose jitter puts its PTS before the
+            // start (that frame used to race whatever the caller set up between start and step).
+            if requested == 0 { return true }
             if let frameTarget { return sample.mediaType == .video && videoDelivered >= frameTarget }
             return !(sample.presentationTime < limit)
         }

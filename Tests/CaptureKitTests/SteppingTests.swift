@@ -7,10 +7,13 @@ import Testing
 /// how much capture happens instead of sleeping.
 @Suite struct SteppingTests {
     final class Counter: VideoDataOutputSampleBufferDelegate, AudioDataOutputSampleBufferDelegate, Sendable {
-        struct Seen { var video: [Int64] = []; var audioEnd = MediaTime.zero }
+        struct Seen { var video: [Int64] = []; var firstVideoPTS: MediaTime?; var audioEnd = MediaTime.zero }
         let seen = Locked(Seen())
         func dataOutput(_ output: VideoDataOutput, didOutput sample: SampleBuffer, from connection: CaptureConnection) {
-            seen.withLock { $0.video.append(sample.sequenceNumber) }
+            seen.withLock { s in
+                s.video.append(sample.sequenceNumber)
+                if s.firstVideoPTS == nil { s.firstVideoPTS = sample.presentationTime }
+            }
         }
         func dataOutput(_ output: AudioDataOutput, didOutput sample: SampleBuffer, from connection: CaptureConnection) {
             seen.withLock { $0.audioEnd = sample.presentationTime + sample.duration }
@@ -79,6 +82,44 @@ import Testing
         let summary = try await recording.value
         #expect(summary.videoFrames == 60, "\(summary)")
         #expect(try TestSupport.analyze(path).frameIndices.compactMap { $0 } == Array(0..<60))
+    }
+
+    /// Scenario `drops-jitter-xrun` failed once in CI with 86 frames for 87: its jitter puts frame 0
+    /// at -0.709 ms, before the first step's start, and the pump delivered it at `startRunning`,
+    /// racing the recording the harness starts next. A stepped session now waits for a step.
+    @Test func aFrameJitteredBeforeTheStartWaitsForTheFirstStep() async throws {
+        let scenario = SimulatorScenario()
+        scenario.faults = FaultTimeline([FaultEvent(at: .frame(0), device: "sim:back", fault: .jitter(microseconds: 1000, frames: 90))])
+        let registry = CaptureKit.makeRegistry(seed: 7, scenario: scenario)
+        let session = CaptureSession(pace: .virtual)
+        try session.setSessionPreset(.vga640x480)
+        try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "sim:back")))
+        let counter = Counter()
+        let video = VideoDataOutput(), movie = MovieFileOutput()
+        video.setSampleBufferDelegate(counter, queue: Self.videoQueue)
+        try session.addOutput(video)
+        try session.addOutput(movie)
+        try session.enableManualStepping()
+        try session.startRunning()
+        defer { session.stopRunning() }
+        // A caller may take its time between the start and the first step (wall time, on purpose:
+        // this waits for something that must not happen).
+        try await Task.sleep(for: .milliseconds(150))
+        Self.settle()
+        #expect(counter.seen.withLock { $0.video.isEmpty }, "nothing before the first step")
+        let path = try TestSupport.temporaryDirectory() + "/jittered.mp4"
+        let recording = Task { try await movie.record(to: path) }
+        while !movie.isRecording { try await Task.sleep(for: .milliseconds(1)) }
+        try session.advance(by: MediaTime(value: 1, timescale: 1))
+        movie.stopRecording()
+        try session.advance(by: MediaTime(value: 1, timescale: 30))
+        let summary = try await recording.value
+        Self.settle()
+        #expect(counter.seen.withLock { Array($0.video.prefix(30)) } == Array(0..<30))
+        #expect(try #require(counter.seen.withLock { $0.firstVideoPTS }) < .zero, "seed 7 jitters frame 0 before the start")
+        // Frames 0…29, and frame 30 too when its jitter puts it before 1 s; frame 0 (PTS < 0) first.
+        #expect(summary.videoFrames >= 30, "\(summary)")
+        #expect(try Array(TestSupport.analyze(path).frameIndices.compactMap { $0 }.prefix(30)) == Array(0..<30))
     }
 
     @Test func steppingIsRefusedWhereItCannotWork() throws {
