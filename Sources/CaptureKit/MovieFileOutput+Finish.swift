@@ -73,6 +73,7 @@ extension MovieFileOutput {
             summary.invalidFrameProblem = active.invalidFrameProblem
             summary.fragmentsWritten = active.writer.fragmentsWritten
             summary.videoEncoderLatencyFrames = active.writer.videoEncoderLatencyFrames
+            (summary.videoFramesSkipped, summary.videoFramesDroppedLate) = shedding.withLock { $0 }
             finish(active.request, summary: summary, error: failure)
         }
         return true

@@ -68,10 +68,19 @@ public final class MovieFileOutput: CaptureOutput {
     public let attachment = OutputAttachment()
     let delegateQueue = DispatchQueue(label: "CaptureKit.MovieFileOutput.delegate")
     /// Real-time pace: samples are encoded here, off the device's thread, so a slow encoder
-    /// queues frames (in memory) instead of making the device drop them. Virtual pace encodes on
-    /// the delivery thread: the session simply waits, and the result is deterministic.
+    /// queues frames (in memory, up to `maximumEncoderQueueBytes`) instead of making the device
+    /// drop them. Virtual pace encodes on the delivery thread: the session simply waits, and the
+    /// result is deterministic.
     private let writerQueue = DispatchQueue(label: "CaptureKit.MovieFileOutput.writer")
-    private let queueDepth = Locked((current: 0, highWater: 0))
+    private let queueDepth = Locked(QueueDepth())
+    struct QueueDepth {
+        var current = 0, highWater = 0
+        /// Bytes of the video frames waiting, held against `maximumEncoderQueueBytes`.
+        var videoBytes = 0
+    }
+    /// Video frames the current recording left out on purpose: `videoFrameInterval`'s skips, and
+    /// real-time frames dropped because the encoder queue was full.
+    let shedding = Locked((skipped: 0, droppedLate: 0))
     /// What the app and the device thread see: the phase, pause requests, settings, limits and
     /// the progress published after each write. Held only for short decisions, never while
     /// encoding, so the real-time `receive` on the device's thread never waits for the encoder.
@@ -109,6 +118,10 @@ public final class MovieFileOutput: CaptureOutput {
         var movieFragmentInterval = MediaTime(value: 10, timescale: 1)
         var keepsMovieFragments = false
         var freeDiskSpace: @Sendable (String) -> Int64? = MovieFileOutput.statfsFreeSpace
+        var videoFrameInterval = 1
+        /// `stopRecording` was called for the current recording (real time: the stop is queued).
+        var stopRequested = false
+        var maximumEncoderQueueBytes = 96 << 20
     }
 
     public init() {}
@@ -228,12 +241,16 @@ public final class MovieFileOutput: CaptureOutput {
         let accepted = state.withLock { s -> Bool in
             guard case .idle = s.phase else { return false }
             s.phase = .waiting(request)
+            s.stopRequested = false
             s.isPaused = false
             s.resumeRequested = false
             s.progress = (.zero, 0)
             return true
         }
-        if accepted { live.withLock { $0 = LiveStatistics() } }
+        if accepted {
+            live.withLock { $0 = LiveStatistics() }
+            shedding.withLock { $0 = (0, 0) }
+        }
         guard accepted else {
             finish(request, summary: .empty(path, reason: "error"), error: .alreadyRecording)
             return
@@ -243,6 +260,8 @@ public final class MovieFileOutput: CaptureOutput {
 
     /// Finishes the current recording; the file is complete when the delegate hears of it.
     public func stopRecording() {
+        // Samples after this call are not part of the recording (none is queued, none counted).
+        state.withLock { $0.stopRequested = true }
         onWriter { self.end(error: nil, reason: "requested", waitingError: .noDataRecorded) }
     }
 
@@ -284,7 +303,38 @@ public final class MovieFileOutput: CaptureOutput {
     }
 
     /// Samples waiting for the encoder now, and the most there ever were (real-time pace).
-    public var encoderQueueDepth: (current: Int, highWater: Int) { queueDepth.withLock { $0 } }
+    public var encoderQueueDepth: (current: Int, highWater: Int) { queueDepth.withLock { ($0.current, $0.highWater) } }
+
+    /// Records one video frame in every `videoFrameInterval`: those whose sequence number is a
+    /// multiple of it, so a 240 fps camera with 2 records 120 fps (as ffmpeg's `-r` or GStreamer's
+    /// videorate would). The others are left out and counted in `RecordingSummary.videoFramesSkipped`.
+    /// `capture record`'s real-time encoding policy sets it when even x264's fastest preset cannot
+    /// keep the camera's rate. 1 (the default) records every frame; values below 1 count as 1.
+    public var videoFrameInterval: Int {
+        get { state.withLock { $0.videoFrameInterval } }
+        set { state.withLock { $0.videoFrameInterval = max(1, newValue) } }
+    }
+
+    /// Real time: the most bytes of video frames that may wait for the encoder (default 96 MiB:
+    /// about 30 frames of 1080p NV12, 7 of 4K). A frame that would go past it is dropped and
+    /// counted in `RecordingSummary.videoFramesDroppedLate`: an encoder that cannot keep up costs
+    /// frames, reported, never memory without bound. At least one frame always fits.
+    public var maximumEncoderQueueBytes: Int {
+        get { state.withLock { $0.maximumEncoderQueueBytes } }
+        set { state.withLock { $0.maximumEncoderQueueBytes = max(0, newValue) } }
+    }
+
+    /// True when `videoFrameInterval` leaves this sample out (counted while recording).
+    private func skippedByInterval(_ sample: SampleBuffer) -> Bool {
+        guard sample.mediaType == .video else { return false }
+        let (interval, recording) = state.withLock { s -> (Int, Bool) in
+            if case .idle = s.phase { return (s.videoFrameInterval, false) }
+            return (s.videoFrameInterval, true)
+        }
+        guard interval > 1, sample.sequenceNumber % Int64(interval) != 0 else { return false }
+        if recording { shedding.withLock { $0.skipped += 1 } }
+        return true
+    }
 
     /// Runs `work` after every sample already handed to the writer (real time), or now (virtual).
     private func onWriter(_ work: @escaping @Sendable () -> Void) {
@@ -340,15 +390,28 @@ public final class MovieFileOutput: CaptureOutput {
         // (Computing the meter by converting each chunk to Float and taking the state lock here
         // made a debug build under the VM's emulated CPU lose a fifth of an ALSA recording.)
         noteLive(sample)
+        if skippedByInterval(sample) { return }
         guard attachment.pace == .realtime else {
             process(sample, from: connection)
             return
         }
-        guard isRecording else { return }
-        let depth = queueDepth.withLock { d -> Int in
+        let (recording, limit) = state.withLock { s -> (Bool, Int) in
+            if case .idle = s.phase { return (false, 0) }
+            return (!s.stopRequested, s.maximumEncoderQueueBytes)
+        }
+        guard recording else { return }
+        let bytes = sample.mediaType == .video ? (sample.pixelBuffer?.allocationSize ?? 0) : 0
+        let admitted = queueDepth.withLock { d -> Int? in
+            // The encoder is this far behind: drop the frame here rather than queue without bound.
+            if bytes > 0, d.videoBytes > 0, d.videoBytes + bytes > limit { return nil }
             d.current += 1
+            d.videoBytes += bytes
             d.highWater = max(d.highWater, d.current)
             return d.current
+        }
+        guard let depth = admitted else {
+            shedding.withLock { $0.droppedLate += 1 }
+            return
         }
         // While the encoder keeps up the device's own buffer is queued (no copy). Once frames
         // start to wait, each is copied into the output's own pool so the device gets its buffer
@@ -356,7 +419,7 @@ public final class MovieFileOutput: CaptureOutput {
         let queued = depth > Self.zeroCopyQueueDepth ? overflowCopy(of: sample) : sample
         writerQueue.async {
             self.process(queued, from: connection)
-            self.queueDepth.withLock { $0.current -= 1 }
+            self.queueDepth.withLock { $0.current -= 1; $0.videoBytes -= bytes }
         }
     }
 

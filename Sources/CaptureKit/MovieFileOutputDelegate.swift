@@ -50,6 +50,11 @@ public struct RecordingSummary: Sendable, Codable, Equatable {
     /// How many frames after a frame went into the video encoder its packet came out, at most:
     /// a killed recording can lose this many frames beyond the last fragment interval.
     public var videoEncoderLatencyFrames: Int = 0
+    /// Video frames left out by `MovieFileOutput.videoFrameInterval` (a rate the encoder could not keep).
+    public var videoFramesSkipped: Int = 0
+    /// Real-time video frames dropped because `maximumEncoderQueueBytes` of frames were already
+    /// waiting for the encoder.
+    public var videoFramesDroppedLate: Int = 0
 
     static func empty(_ path: String, reason: String) -> RecordingSummary {
         RecordingSummary(path: path, videoFrames: 0, audioSamples: 0, duration: 0, fileSize: 0, stopReason: reason)

@@ -3,8 +3,10 @@ import Foundation
 
 /// Picks the x264 preset a real-time recording can sustain on this machine, now: it encodes a
 /// short burst of frames at each candidate (slowest first) and takes the first that runs at
-/// `headroom` × the frame rate. Quality degrades (a faster preset) before frames would drop.
-/// Calibration content is seeded noise with moving bars, harder than most camera scenes.
+/// `headroom` × the frame rate. Quality degrades (a faster preset) before frames would drop; when
+/// even the fastest preset cannot keep the rate, the recording keeps one frame in every
+/// `videoFrameInterval` (the lowest that fits; the skipped frames are reported). Calibration content
+/// is seeded noise with moving bars, harder than most camera scenes.
 public enum RealtimeEncodingPolicy {
     public struct Decision: Sendable, Codable, Equatable {
         public var preset: String
@@ -12,6 +14,8 @@ public enum RealtimeEncodingPolicy {
         public var measuredFPS: Double
         public var requiredFPS: Double
         public var candidatesTried: [String: Double]
+        /// Record one frame in every this many (1: every frame); set when no preset keeps the rate.
+        public var videoFrameInterval: Int = 1
     }
 
     public static let candidates: [VideoEncoderSettings.Preset] = [.veryfast, .superfast, .ultrafast]
@@ -37,7 +41,11 @@ public enum RealtimeEncodingPolicy {
             }
         }
         let fastest = candidates.last!.rawValue
-        return Decision(preset: fastest, measuredFPS: tried[fastest] ?? 0, requiredFPS: required, candidatesTried: tried)
+        let measured = tried[fastest] ?? 0
+        // Frame skipping, documented and reported: the smallest interval whose rate the fastest preset keeps.
+        let interval = measured > 0 ? max(1, Int((required * headroom / measured).rounded(.up))) : 1
+        return Decision(preset: fastest, measuredFPS: measured, requiredFPS: required, candidatesTried: tried,
+                        videoFrameInterval: interval)
     }
 
     /// Seeded noise under moving bars: every frame differs, so the encoder does real work.

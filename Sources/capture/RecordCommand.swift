@@ -225,6 +225,8 @@ struct RecordCommand: AsyncParsableCommand {
         settings.preset = chosenPreset
         settings.videoBitrate = bitrate
         movie.settings = settings
+        // No preset keeps the rate: the policy's frame skipping (reported in the summary).
+        if let policy { movie.videoFrameInterval = policy.videoFrameInterval }
         // --duration ends the recording normally; --max-duration is the output's limit (a stop reason).
         let limit = min(duration, maxDuration ?? .infinity)
         movie.maxRecordedDuration = MediaTime(seconds: limit, preferredTimescale: 1_000_000)
@@ -356,6 +358,12 @@ struct RecordCommand: AsyncParsableCommand {
         if let p = s.encodingPolicy {
             let tried = p.candidatesTried.sorted { $0.value < $1.value }.map { "\($0.key) \(String(format: "%.0f", $0.value)) fps" }
             print("  real-time encoding policy: \(p.preset) (needs \(String(format: "%.0f", p.requiredFPS)) fps × 1.5; calibrated \(tried.joined(separator: ", ")))")
+            if p.videoFrameInterval > 1 {
+                print("  no preset keeps \(String(format: "%.0f", p.requiredFPS)) fps here: recording 1 frame in \(p.videoFrameInterval) (\(String(format: "%.0f", p.requiredFPS / Double(p.videoFrameInterval))) fps)")
+            }
+        }
+        if s.recording.videoFramesSkipped > 0 || s.recording.videoFramesDroppedLate > 0 {
+            print("  video frames left out: \(s.recording.videoFramesSkipped) skipped by the frame interval, \(s.recording.videoFramesDroppedLate) dropped with the encoder queue full")
         }
         if let c = s.camera { print("  camera      \(c): \(s.cameraFormat ?? "")") }
         for change in s.controlTimeline ?? [] {
