@@ -523,7 +523,7 @@ final class SimulatedStreamSetup: Sendable {
         let delivered = compressor == nil ? renderer.pixelFormat : PixelFormat.mjpeg
         // Bounded like a V4L2 buffer queue: consumers that hold frames starve it (frames then drop).
         pool = PixelBufferPool(format: delivered, width: renderer.width, height: renderer.height,
-                               maximumBufferCount: SimulatedVideoStream.bufferCount)
+                               maximumBufferCount: SimulatedVideoStream.bufferCount(width: renderer.width, height: renderer.height))
         format = .video(pixelFormat: delivered, dimensions: Dimensions(width: renderer.width, height: renderer.height))
         compression = compressor.map { ($0, PixelBuffer(format: renderer.pixelFormat, width: renderer.width, height: renderer.height)) }
     }
@@ -689,6 +689,13 @@ final class SimulatedVideoStream: ReconfigurableStream {
     /// Buffers in the stream's pool, as many as a typical V4L2 capture queue.
     static let bufferCount = 8
 
+    /// The pool's size for a frame size: `bufferCount`, but at most about 64 MB of frames (never
+    /// fewer than 4), as drivers queue fewer buffers of a 4K frame: 8 up to 1080p, 5 at 3840x2160.
+    static func bufferCount(width: Int, height: Int) -> Int {
+        let frameBytes = max(1, width * height * 3 / 2)
+        return min(bufferCount, max(4, (64 << 20) / frameBytes))
+    }
+
     func nextSample() throws(CaptureError) -> SampleBuffer? {
         // A scripted duplicate: the frame just delivered, again (same pixels, sequence number, PTS).
         if let duplicate = timeline.withLock({ s in defer { s.duplicate = nil }; return s.duplicate }) {
@@ -803,7 +810,7 @@ final class SimulatedVideoStream: ReconfigurableStream {
         case .buffer(let buffer): return buffer
         case .cancelled: return nil
         case .timedOut:
-            throw .buffersNotReturned(device: camera.profile.uniqueID, buffers: Self.bufferCount,
+            throw .buffersNotReturned(device: camera.profile.uniqueID, buffers: pool.maximumBufferCount ?? Self.bufferCount,
                                       seconds: Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18)
         }
     }

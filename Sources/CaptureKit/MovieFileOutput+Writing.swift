@@ -236,6 +236,11 @@ extension MovieFileOutput {
         }
         let writer = try MovieWriter(path: request.path, container: container, video: videoSettings,
                                      videoPassthrough: passthroughSettings, audio: audioSettings, options: options)
+        if let hook = packetHook.withLock({ $0 }) {
+            // File time back to the session's clock (the bench records without pauses).
+            let origin = sample.presentationTime.seconds
+            writer.videoPacketWritten = { hook(origin + $0) }
+        }
         let hasVideo = videoSettings != nil || passthroughSettings != nil
         let timeline = RecordingTimeline(origin: sample.presentationTime,
                                          videoTick: hasVideo ? TrackTimeBase.fine(for: frameDuration) : nil,

@@ -121,7 +121,7 @@ public final class MovieFileOutput: CaptureOutput {
         var videoFrameInterval = 1
         /// `stopRecording` was called for the current recording (real time: the stop is queued).
         var stopRequested = false
-        var maximumEncoderQueueBytes = 96 << 20
+        var maximumEncoderQueueBytes = 48 << 20
     }
 
     public init() {}
@@ -308,15 +308,15 @@ public final class MovieFileOutput: CaptureOutput {
     /// Records one video frame in every `videoFrameInterval`: those whose sequence number is a
     /// multiple of it, so a 240 fps camera with 2 records 120 fps (as ffmpeg's `-r` or GStreamer's
     /// videorate would). The others are left out and counted in `RecordingSummary.videoFramesSkipped`.
-    /// `capture record`'s real-time encoding policy sets it when even x264's fastest preset cannot
-    /// keep the camera's rate. 1 (the default) records every frame; values below 1 count as 1.
+    /// `capture record --frame-interval N` sets it. 1 (the default) records every frame; values
+    /// below 1 count as 1.
     public var videoFrameInterval: Int {
         get { state.withLock { $0.videoFrameInterval } }
         set { state.withLock { $0.videoFrameInterval = max(1, newValue) } }
     }
 
-    /// Real time: the most bytes of video frames that may wait for the encoder (default 96 MiB:
-    /// about 30 frames of 1080p NV12, 7 of 4K). A frame that would go past it is dropped and
+    /// Real time: the most bytes of video frames that may wait for the encoder (default 48 MiB:
+    /// about 15 frames of 1080p NV12, 3 of 4K, so peak memory stays bounded). A frame that would go past it is dropped and
     /// counted in `RecordingSummary.videoFramesDroppedLate`: an encoder that cannot keep up costs
     /// frames, reported, never memory without bound. At least one frame always fits.
     public var maximumEncoderQueueBytes: Int {
@@ -454,6 +454,14 @@ public final class MovieFileOutput: CaptureOutput {
                             presentationTime: sample.presentationTime, duration: sample.duration,
                             sequenceNumber: sample.sequenceNumber, discontinuity: sample.discontinuity)
     }
+
+    /// Bench hook: called on the writing thread as each video packet of the next recording reaches
+    /// the muxer, with its capture time (session clock, seconds; the recording must not pause).
+    @_spi(Testing) public var testingVideoPacketWritten: (@Sendable (Double) -> Void)? {
+        get { packetHook.withLock { $0 } }
+        set { packetHook.withLock { $0 = newValue } }
+    }
+    let packetHook = Locked<(@Sendable (Double) -> Void)?>(nil)
 
     /// Test hook: an extra delay per recorded video frame where frames are encoded (the writer
     /// queue in real time), standing in for a slow encoder.

@@ -153,6 +153,10 @@ public final class MovieWriter {
     private var finished = false
     public private(set) var videoFramesWritten = 0
     public private(set) var audioSamplesWritten: Int64 = 0
+    /// Called on the writing thread after each video packet is handed to the muxer
+    /// (`av_interleaved_write_frame` returned), with its PTS in seconds of file time: what a latency
+    /// measurement from capture to file needs (capture-bench's latency (b)).
+    public var videoPacketWritten: ((_ fileSeconds: Double) -> Void)?
 
     /// How the file is laid out and shown.
     public struct Options: Sendable, Hashable {
@@ -539,7 +543,9 @@ public final class MovieWriter {
         // An injected slow disk: every packet write stalls.
         let stall = options.faults.diskStall(at: max(videoEnd, audioEnd))
         if stall > 0 { usleep(useconds_t(stall) * 1000) }
+        let pts = packet.pointee.pts, base = stream.pointee.time_base, isVideo = stream == videoStream
         try checkWrite(av_interleaved_write_frame(fc, packet), "writing a packet to \(path)")
+        if isVideo, let videoPacketWritten, pts != FFmpeg.noPTS { videoPacketWritten(Double(pts) * Double(base.num) / Double(base.den)) }
     }
 
     /// Cuts a fragment before the first video keyframe (audio packet, in a file without video) at

@@ -1,4 +1,4 @@
-import CaptureKit
+@_spi(Testing) import CaptureKit
 import Foundation
 
 /// Issue 17, target 4 (a): in real time, how long after a frame's capture timestamp (its PTS, the
@@ -13,7 +13,21 @@ final class LatencyProbe: VideoDataOutputSampleBufferDelegate {
     }
 }
 
-func measureLatency(size: Dimensions, fps: Int, seconds: Int, busy: Bool) throws -> (median: Double, p99: Double, frames: Int) {
+/// Median and p99 (ms) of a set of latencies, and how many.
+struct LatencyFigures {
+    var median: Double, p99: Double, count: Int
+    init?(_ unsorted: [Double]) {
+        let values = unsorted.sorted()
+        guard !values.isEmpty else { return nil }
+        median = values[values.count / 2]
+        p99 = values[min(values.count - 1, Int((Double(values.count) * 0.99).rounded(.up)) - 1)]
+        count = values.count
+    }
+}
+
+/// (a) capture → data output delegate; (b) with `busy`: capture → the frame's H.264 packet handed
+/// to the muxer (x264's frame threads and the writer holding each packet until the next add frames).
+func measureLatency(size: Dimensions, fps: Int, seconds: Int, busy: Bool) throws -> (delegate: LatencyFigures, packet: LatencyFigures?) {
     let registry = CaptureKit.makeRegistry(seed: 0)
     let session = CaptureSession(pace: .realtime)
     try session.setSessionPreset(.inputPriority)
@@ -33,11 +47,16 @@ func measureLatency(size: Dimensions, fps: Int, seconds: Int, busy: Bool) throws
     output.setSampleBufferDelegate(probe, queue: DispatchQueue(label: "latency"))
     try session.addOutput(output)
     var movie: MovieFileOutput?
+    let packets = Locked<[Double]>([])
     let path = NSTemporaryDirectory() + "capture-bench-latency-\(UUID().uuidString).mp4"
     defer { try? FileManager.default.removeItem(atPath: path) }
     if busy {
         try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "sim:mic")))
         let m = MovieFileOutput()
+        m.testingVideoPacketWritten = { pts in
+            let latency = HostClock.now().seconds - pts
+            packets.withLock { $0.append(latency * 1000) }
+        }
         try session.addOutput(m)
         movie = m
     }
@@ -49,9 +68,6 @@ func measureLatency(size: Dimensions, fps: Int, seconds: Int, busy: Bool) throws
     if movie != nil { signal.done.wait() }
     session.stopRunning()
     // The first second is the start-up (allocation, the encoder's calibration): left out.
-    let values = probe.latencies.withLock { Array($0.dropFirst(fps)) }.sorted()
-    guard !values.isEmpty else { fail("no frames delivered") }
-    let median = values[values.count / 2]
-    let p99 = values[min(values.count - 1, Int((Double(values.count) * 0.99).rounded(.up)) - 1)]
-    return (median, p99, values.count)
+    guard let delegate = LatencyFigures(probe.latencies.withLock { Array($0.dropFirst(fps)) }) else { fail("no frames delivered") }
+    return (delegate, LatencyFigures(packets.withLock { Array($0.dropFirst(fps)) }))
 }

@@ -60,7 +60,7 @@ let usage = """
            capture-bench profile WxH [--seconds S]
            capture-bench workload render|effects|mjpeg|pipeline
            capture-bench dump WxH SECONDS DIR   (raw NV12 frames + float samples for ci/bench)
-           capture-bench latency WxH [--fps N] [--seconds S] [--busy]   (ms: median p99 frames)
+           capture-bench latency WxH [--fps N] [--seconds S] [--busy]   (ms: median p99 frames [packet: median p99 packets])
     """
 
 let frameDuration = MediaTime(value: 1, timescale: 30)
@@ -374,7 +374,10 @@ func benchMain() throws {
         let busy = flag("--busy")
         guard arguments.count == 1 else { fail(usage) }
         let r = try measureLatency(size: parseSize(arguments[0]), fps: fps, seconds: seconds, busy: busy)
-        print(String(format: "%.3f %.3f %d", r.median, r.p99, r.frames))
+        // (a) median p99 frames, then with --busy (b) median p99 packets.
+        var line = String(format: "%.3f %.3f %d", r.delegate.median, r.delegate.p99, r.delegate.count)
+        if let b = r.packet { line += String(format: " %.3f %.3f %d", b.median, b.p99, b.count) }
+        print(line)
     case "dump":
         guard arguments.count == 3, let seconds = Int(arguments[1]) else { fail(usage) }
         try dumpRaw(size: parseSize(arguments[0]), seconds: seconds, folder: arguments[2])

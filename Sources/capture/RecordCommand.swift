@@ -47,6 +47,9 @@ struct RecordCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-file-size"), help: "Stop before the file exceeds this many bytes (reason maximumFileSize).")
     var maxFileSize: Int64?
 
+    @Option(name: .customLong("frame-interval"), help: "Record 1 camera frame in N (those numbered a multiple of N), like ffmpeg's -r to a lower rate; the others are counted as skipped. In real time, frames the encoder cannot take are also dropped and counted once 48 MiB of frames wait for it.")
+    var frameInterval: Int = 1
+
     @Option(name: .customLong("fragment-interval"), help: "Seconds per movie fragment; 0 writes an unfragmented file. (default: 10)")
     var fragmentInterval: Double = 10
 
@@ -164,6 +167,7 @@ struct RecordCommand: AsyncParsableCommand {
         if let bitrate, bitrate <= 0 { throw ValidationError("--bitrate must be positive") }
         if let maxDuration, !(maxDuration > 0) { throw ValidationError("--max-duration must be positive") }
         if let maxFileSize, maxFileSize <= 0 { throw ValidationError("--max-file-size must be positive") }
+        guard frameInterval >= 1 else { throw ValidationError("--frame-interval must be 1 or more (1 records every frame), not \(frameInterval)") }
         guard fragmentInterval >= 0, fragmentInterval.isFinite else { throw ValidationError("--fragment-interval must be 0 or more seconds") }
         guard [0, 90, 180, 270].contains(rotation) else { throw ValidationError("--rotation must be 0, 90, 180 or 270, not \(rotation)") }
         let ext = (output as NSString).pathExtension.lowercased()
@@ -225,8 +229,7 @@ struct RecordCommand: AsyncParsableCommand {
         settings.preset = chosenPreset
         settings.videoBitrate = bitrate
         movie.settings = settings
-        // No preset keeps the rate: the policy's frame skipping (reported in the summary).
-        if let policy { movie.videoFrameInterval = policy.videoFrameInterval }
+        movie.videoFrameInterval = frameInterval
         // --duration ends the recording normally; --max-duration is the output's limit (a stop reason).
         let limit = min(duration, maxDuration ?? .infinity)
         movie.maxRecordedDuration = MediaTime(seconds: limit, preferredTimescale: 1_000_000)
@@ -358,9 +361,6 @@ struct RecordCommand: AsyncParsableCommand {
         if let p = s.encodingPolicy {
             let tried = p.candidatesTried.sorted { $0.value < $1.value }.map { "\($0.key) \(String(format: "%.0f", $0.value)) fps" }
             print("  real-time encoding policy: \(p.preset) (needs \(String(format: "%.0f", p.requiredFPS)) fps × 1.5; calibrated \(tried.joined(separator: ", ")))")
-            if p.videoFrameInterval > 1 {
-                print("  no preset keeps \(String(format: "%.0f", p.requiredFPS)) fps here: recording 1 frame in \(p.videoFrameInterval) (\(String(format: "%.0f", p.requiredFPS / Double(p.videoFrameInterval))) fps)")
-            }
         }
         if s.recording.videoFramesSkipped > 0 || s.recording.videoFramesDroppedLate > 0 {
             print("  video frames left out: \(s.recording.videoFramesSkipped) skipped by the frame interval, \(s.recording.videoFramesDroppedLate) dropped with the encoder queue full")

@@ -76,25 +76,21 @@ import Testing
     }
 }
 
-/// The real-time policy: a faster preset first, then frame skipping when no preset keeps the rate.
-@Suite struct RealtimeEncodingPolicyTests {
-    @Test func aRateNoPresetKeepsGetsTheSmallestFrameIntervalThatFits() throws {
-        // 3000 fps of 320x240: no x264 preset encodes that on any machine this runs on.
-        let decision = try RealtimeEncodingPolicy.choose(dimensions: Dimensions(width: 320, height: 240),
-                                                         frameDuration: MediaTime(value: 1, timescale: 3000))
-        #expect(decision.preset == "ultrafast")
-        #expect(Set(decision.candidatesTried.keys) == ["veryfast", "superfast", "ultrafast"])
-        let interval = decision.videoFrameInterval
-        #expect(interval >= 2)
-        // The kept rate fits the measured one with the policy's headroom, and one less would not.
-        #expect(decision.requiredFPS / Double(interval) * 1.5 <= decision.measuredFPS + 1e-9)
-        #expect(decision.requiredFPS / Double(interval - 1) * 1.5 > decision.measuredFPS)
-    }
-
-    @Test func aRateThatFitsKeepsEveryFrame() throws {
-        let decision = try RealtimeEncodingPolicy.choose(dimensions: Dimensions(width: 320, height: 240),
-                                                         frameDuration: MediaTime(value: 1, timescale: 5))
-        #expect(decision.preset == "veryfast")
-        #expect(decision.videoFrameInterval == 1)
+/// `capture record --frame-interval N`: the same skipping from the command line, in the summary.
+@Suite struct FrameIntervalCommandTests {
+    @Test func frameIntervalTwoKeepsHalfTheFramesAndSaysSo() throws {
+        let dir = try TestSupport.temporaryDirectory()
+        let result = try TestSupport.run(CommandLineTests.binary, ["record", "--camera", "sim:back", "--microphone", "sim:mic",
+                                                               "--duration", "1", "--pace", "virtual", "--frame-interval", "2",
+                                                               "--json", dir + "/half.mp4"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+        let recording = try #require(json["recording"] as? [String: Any])
+        #expect(recording["videoFrames"] as? Int == 15)
+        #expect(recording["videoFramesSkipped"] as? Int == 15)
+        #expect(try TestSupport.analyze(dir + "/half.mp4").frameIndices.compactMap { $0 } == Array(stride(from: 0, to: 30, by: 2)))
+        let refused = try TestSupport.run(CommandLineTests.binary, ["record", "--camera", "sim:back", "--duration", "1",
+                                                                "--frame-interval", "0", dir + "/none.mp4"])
+        #expect(refused.status != 0 && refused.stderr.contains("--frame-interval must be 1 or more"), "\(refused.stderr)")
     }
 }
