@@ -689,11 +689,11 @@ final class SimulatedVideoStream: ReconfigurableStream {
     /// Buffers in the stream's pool, as many as a typical V4L2 capture queue.
     static let bufferCount = 8
 
-    /// The pool's size for a frame size: `bufferCount`, but at most about 64 MB of frames (never
-    /// fewer than 4), as drivers queue fewer buffers of a 4K frame: 8 up to 1080p, 5 at 3840x2160.
+    /// The pool's size for a frame size: `bufferCount`, but at most about 48 MB of frames (never
+    /// fewer than 4), as drivers queue fewer buffers of a 4K frame: 8 up to 1080p, 4 at 3840x2160.
     static func bufferCount(width: Int, height: Int) -> Int {
         let frameBytes = max(1, width * height * 3 / 2)
-        return min(bufferCount, max(4, (64 << 20) / frameBytes))
+        return min(bufferCount, max(4, (48 << 20) / frameBytes))
     }
 
     func nextSample() throws(CaptureError) -> SampleBuffer? {
