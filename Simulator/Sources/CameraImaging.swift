@@ -56,10 +56,13 @@ enum CameraImaging {
             let height = first.height
             let base = buffer.producerBaseAddress(ofPlane: plane).assumingMemoryBound(to: UInt8.self)
             let stride = buffer.bytesPerRow[plane]
-            let tmp = UnsafeMutablePointer<UInt16>.allocate(capacity: rowBytes * height)
-            let scratch = UnsafeMutablePointer<UInt32>.allocate(capacity: rowBytes + 8 * radius + 8)
-            let sums = UnsafeMutablePointer<UInt32>.allocate(capacity: rowBytes)
-            defer { tmp.deallocate(); scratch.deallocate(); sums.deallocate() }
+            // Reused between frames: a fresh 2 MB+ allocation per frame is fresh pages from the
+            // kernel, and faulting them in cost about as much as the blur itself at 1080p.
+            let work = BlurScratch.take(bytes: rowBytes * height + 4 * (rowBytes + 8 * radius + 8) + 4 * rowBytes + 192)
+            defer { BlurScratch.give(work) }
+            let tmp = work.base.assumingMemoryBound(to: UInt8.self)
+            let scratch = (work.base + ((rowBytes * height + 63) & ~63)).assumingMemoryBound(to: UInt32.self)
+            let sums = scratch + ((rowBytes + 8 * radius + 8 + 15) & ~15)
             // Channels that fill the row interleaved (NV12's CbCr) go in one call, as lanes.
             let interleaved = members.count == first.step && members.map(\.offset).sorted() == Array(0..<first.step)
                 && members.allSatisfy { $0.step == first.step && $0.subX == first.subX && $0.width == first.width }
@@ -69,6 +72,31 @@ enum CameraImaging {
                                  Int32(radius / c.subX), tmp + offset, rowBytes, scratch)
             }
             ck_box_blur_columns(base, stride, Int32(rowBytes), Int32(height), Int32(ry), tmp, rowBytes, sums)
+        }
+    }
+
+    /// Blur work memory, kept for the next frame (one per concurrent blur; a size that grows
+    /// replaces it). Taken and given back under a lock, so cameras on several threads each get their own.
+    final class BlurScratch: @unchecked Sendable {
+        // Owned by whoever took it from `free`; never shared while taken.
+        let base: UnsafeMutableRawPointer
+        let bytes: Int
+        init(bytes: Int) {
+            self.bytes = bytes
+            base = UnsafeMutableRawPointer.allocate(byteCount: bytes, alignment: 64)
+        }
+        deinit { base.deallocate() }
+
+        private static let free = Locked<[BlurScratch]>([])
+        static func take(bytes: Int) -> BlurScratch {
+            free.withLock { f in
+                if let i = f.firstIndex(where: { $0.bytes >= bytes }) { return f.remove(at: i) }
+                if !f.isEmpty { f.removeLast() }  // too small: let it go
+                return nil
+            } ?? BlurScratch(bytes: bytes)
+        }
+        static func give(_ scratch: BlurScratch) {
+            free.withLock { f in if f.count < 4 { f.append(scratch) } }
         }
     }
 

@@ -18,6 +18,13 @@
 #define CK_VECTOR
 #endif
 
+/// (a · m + 32768) >> 16 in 16-bit arithmetic (both halves of the product, as SIMD multiplies give them).
+static inline uint16_t ck_round_mul16(uint16_t a, uint16_t m) {
+    uint16_t hi = (uint16_t)(((uint32_t)a * m) >> 16);
+    uint16_t lo = (uint16_t)(a * m);
+    return (uint16_t)(hi + (lo >> 15));
+}
+
 static uint32_t reciprocal(int divisor) {
     // round(65536 / divisor), as the Swift side computed it.
     return (uint32_t)((131072u + (uint32_t)divisor) / (2u * (uint32_t)divisor));
@@ -25,13 +32,13 @@ static uint32_t reciprocal(int divisor) {
 
 CK_VECTOR
 void ck_box_blur_rows(const uint8_t *base, ptrdiff_t stride, int step, int lanes, int width, int height, int rx,
-                      uint16_t *out, ptrdiff_t outStride, uint32_t *scratch) {
+                      uint8_t *out, ptrdiff_t outStride, uint32_t *scratch) {
     if (width <= 0 || height <= 0 || rx < 0 || lanes <= 0 || lanes > step) return;
     const uint32_t mul = reciprocal(2 * rx + 1);
     const int window = 2 * rx + 1;
     for (int y = 0; y < height; y++) {
         const uint8_t *row = base + y * stride;
-        uint16_t *dst = out + y * outStride;
+        uint8_t *dst = out + y * outStride;  // a rounded mean of 8-bit samples fits 8 bits
         if (rx == 0) {
             for (int x = 0; x < width; x++)
                 for (int c = 0; c < lanes; c++) dst[x * step + c] = row[x * step + c];
@@ -46,12 +53,29 @@ void ck_box_blur_rows(const uint8_t *base, ptrdiff_t stride, int step, int lanes
             for (int i = 0; i < margin; i++) pad[i] = row[i % step];
             for (int i = 0; i < n; i++) pad[margin + i] = row[i];
             for (int i = 0; i < margin; i++) pad[margin + n + i] = row[n - step + i % step];
+            // The windows the simulator uses (radius 1…4 luma, their halves on chroma) in one fused
+            // pass each: every tap a contiguous load, no intermediate row written back.
+            // In 16-bit lanes: a window of ≤ 9 samples sums to ≤ 2295, and (sum·mul + 32768) >> 16
+            // is the high half of sum·mul plus the top bit of its low half (mul ≤ 21845 here).
+#define CK_TAPS(W, S) case (W) * 64 + (S): \
+                for (int i = 0; i < n; i++) { \
+                    uint16_t sum = 0; \
+                    for (int k = 0; k < (W); k++) sum = (uint16_t)(sum + pad[i + k * (S)]); \
+                    dst[i] = (uint8_t)(ck_round_mul16(sum, (uint16_t)mul)); \
+                } \
+                continue;
+            switch (window * 64 + step) {
+            CK_TAPS(3, 1) CK_TAPS(5, 1) CK_TAPS(7, 1) CK_TAPS(9, 1)
+            CK_TAPS(3, 2) CK_TAPS(5, 2) CK_TAPS(7, 2) CK_TAPS(9, 2)
+            default: break;
+            }
+#undef CK_TAPS
             for (int i = 0; i < n; i++) acc[i] = pad[i];
             for (int k = 1; k < window; k++) {
                 const uint16_t *tap = pad + k * step;
                 for (int i = 0; i < n; i++) acc[i] = (uint16_t)(acc[i] + tap[i]);
             }
-            for (int i = 0; i < n; i++) dst[i] = (uint16_t)(((uint32_t)acc[i] * mul + 32768u) >> 16);
+            for (int i = 0; i < n; i++) dst[i] = (uint8_t)(((uint32_t)acc[i] * mul + 32768u) >> 16);
             continue;
         }
         // Any radius: prefix sums over each lane padded with its edge samples; window(x) = P[x + 2rx + 1] - P[x].
@@ -65,26 +89,48 @@ void ck_box_blur_rows(const uint8_t *base, ptrdiff_t stride, int step, int lanes
             for (int x = 0; x < width; x++, k++) { sum += lane[x * step]; prefix[k + 1] = sum; }
             for (; k < width + 2 * rx; k++) { sum += lane[(width - 1) * step]; prefix[k + 1] = sum; }
             for (int x = 0; x < width; x++)
-                dst[x * step + c] = (uint16_t)(((prefix[x + window] - prefix[x]) * mul + 32768u) >> 16);
+                dst[x * step + c] = (uint8_t)(((prefix[x + window] - prefix[x]) * mul + 32768u) >> 16);
         }
     }
 }
 
 CK_VECTOR
 void ck_box_blur_columns(uint8_t *base, ptrdiff_t stride, int rowBytes, int height, int ry,
-                         const uint16_t *in, ptrdiff_t inStride, uint32_t *sums) {
+                         const uint8_t *in, ptrdiff_t inStride, uint32_t *sums) {
     if (rowBytes <= 0 || height <= 0 || ry < 0) return;
     const uint32_t mul = reciprocal(2 * ry + 1);
+    if (ry >= 1 && ry <= 127) {
+        // 16-bit lanes: 2ry + 1 ≤ 255 samples of ≤ 255 fit, and mul ≤ 21845 (see CK_TAPS).
+        uint16_t *s16 = (uint16_t *)sums;
+        const uint16_t m16 = (uint16_t)mul;
+        for (int x = 0; x < rowBytes; x++) s16[x] = 0;
+        for (int i = -ry; i <= ry; i++) {
+            const uint8_t *src = in + (i < 0 ? 0 : (i > height - 1 ? height - 1 : i)) * inStride;
+            for (int x = 0; x < rowBytes; x++) s16[x] = (uint16_t)(s16[x] + src[x]);
+        }
+        for (int y = 0; y < height; y++) {
+            uint8_t *row = base + y * stride;
+            const int a = y + ry + 1, s = y - ry;
+            const uint8_t *add = in + (a > height - 1 ? height - 1 : a) * inStride;
+            const uint8_t *sub = in + (s < 0 ? 0 : s) * inStride;
+            for (int x = 0; x < rowBytes; x++) {
+                uint16_t v = ck_round_mul16(s16[x], m16);
+                row[x] = (uint8_t)(v > 255 ? 255 : v);
+                s16[x] = (uint16_t)(s16[x] + add[x] - sub[x]);
+            }
+        }
+        return;
+    }
     for (int x = 0; x < rowBytes; x++) sums[x] = 0;
     for (int i = -ry; i <= ry; i++) {
-        const uint16_t *src = in + (i < 0 ? 0 : (i > height - 1 ? height - 1 : i)) * inStride;
+        const uint8_t *src = in + (i < 0 ? 0 : (i > height - 1 ? height - 1 : i)) * inStride;
         for (int x = 0; x < rowBytes; x++) sums[x] += src[x];
     }
     for (int y = 0; y < height; y++) {
         uint8_t *row = base + y * stride;
         const int a = y + ry + 1, s = y - ry;
-        const uint16_t *add = in + (a > height - 1 ? height - 1 : a) * inStride;
-        const uint16_t *sub = in + (s < 0 ? 0 : s) * inStride;
+        const uint8_t *add = in + (a > height - 1 ? height - 1 : a) * inStride;
+        const uint8_t *sub = in + (s < 0 ? 0 : s) * inStride;
         for (int x = 0; x < rowBytes; x++) {
             uint32_t v = (sums[x] * mul + 32768u) >> 16;
             row[x] = (uint8_t)(v > 255 ? 255 : v);

@@ -236,7 +236,7 @@ struct Rows {
                 session.stopRunning()
                 return now() - start
             }
-            try row(name, unit: "s", target: "ratio<=1.05", pipeline, floor)
+            try row(name, unit: "s", target: "ratio<=1.03", pipeline, floor)
             if !keep { for p in paths { try? FileManager.default.removeItem(atPath: p) } }
         }
     }
@@ -250,7 +250,9 @@ struct Rows {
                 let buffer = PixelBuffer(format: format, width: size.width, height: size.height)
                 let label = "\(size.width)x\(size.height) \(format == .nv12 ? "NV12" : "I420")"
                 let frames = 60
-                try row("effects ÷ plain generation \(label)", unit: "ms", target: "ratio<=3",
+                // Issue 17 retired "effects ÷ plain ≤ 3" (it compared with a cached memcpy); the
+                // ratio stays as information. Target 6 is "generation with effects ÷ testsrc2 ≤ 0.5" (ci/bench).
+                try row("effects ÷ plain generation \(label)", unit: "ms", target: "-",
                         { try generationTime(size, format, .effects, frames: frames, renderer: renderer, buffer: buffer) },
                         { try generationTime(size, format, .plain, frames: frames, renderer: renderer, buffer: buffer) })
                 if format == .nv12 {

@@ -55,11 +55,11 @@ void ck_log_route_alsa(ck_log_sink sink);
 // elements): (sum * round(65536/(2rx+1)) + 32768) >> 16 over the clamped window x-rx...x+rx.
 // `scratch` holds 4 * (width*step + 2*rx*step + 2) bytes.
 void ck_box_blur_rows(const uint8_t *base, ptrdiff_t stride, int step, int lanes, int width, int height, int rx,
-                      uint16_t *out, ptrdiff_t outStride, uint32_t *scratch);
+                      uint8_t *out, ptrdiff_t outStride, uint32_t *scratch);
 // Vertical box blur of the `rowBytes` first samples of every row of `in` back into `base`, same
 // rounding, clamped to 255. `sums` has room for rowBytes uint32.
 void ck_box_blur_columns(uint8_t *base, ptrdiff_t stride, int rowBytes, int height, int ry,
-                         const uint16_t *in, ptrdiff_t inStride, uint32_t *sums);
+                         const uint8_t *in, ptrdiff_t inStride, uint32_t *sums);
 // Adds tile[(origin_y + x) & tileMask] to every sample (clamped to 0...255), origin_y = (start + y*rowJump) & tileMask.
 void ck_add_noise(uint8_t *base, ptrdiff_t stride, int step, int width, int height,
                   const int16_t *tile, int tileMask, int start, int rowJump);
