@@ -324,18 +324,6 @@ public final class MovieFileOutput: CaptureOutput {
         set { state.withLock { $0.maximumEncoderQueueBytes = max(0, newValue) } }
     }
 
-    /// True when `videoFrameInterval` leaves this sample out (counted while recording).
-    private func skippedByInterval(_ sample: SampleBuffer) -> Bool {
-        guard sample.mediaType == .video else { return false }
-        let (interval, recording) = state.withLock { s -> (Int, Bool) in
-            if case .idle = s.phase { return (s.videoFrameInterval, false) }
-            return (s.videoFrameInterval, true)
-        }
-        guard interval > 1, sample.sequenceNumber % Int64(interval) != 0 else { return false }
-        if recording { shedding.withLock { $0.skipped += 1 } }
-        return true
-    }
-
     /// Runs `work` after every sample already handed to the writer (real time), or now (virtual).
     private func onWriter(_ work: @escaping @Sendable () -> Void) {
         if attachment.pace == .realtime { writerQueue.async(execute: work) } else { work() }
@@ -390,16 +378,21 @@ public final class MovieFileOutput: CaptureOutput {
         // (Computing the meter by converting each chunk to Float and taking the state lock here
         // made a debug build under the VM's emulated CPU lose a fifth of an ALSA recording.)
         noteLive(sample)
-        if skippedByInterval(sample) { return }
+        // One look at the state for the frame interval, the stop and the queue bound.
+        let gate = state.withLock { s -> (recording: Bool, interval: Int, limit: Int) in
+            if case .idle = s.phase { return (false, s.videoFrameInterval, 0) }
+            return (!s.stopRequested, s.videoFrameInterval, s.maximumEncoderQueueBytes)
+        }
+        if sample.mediaType == .video, gate.interval > 1, sample.sequenceNumber % Int64(gate.interval) != 0 {
+            if gate.recording { shedding.withLock { $0.skipped += 1 } }
+            return
+        }
         guard attachment.pace == .realtime else {
             process(sample, from: connection)
             return
         }
-        let (recording, limit) = state.withLock { s -> (Bool, Int) in
-            if case .idle = s.phase { return (false, 0) }
-            return (!s.stopRequested, s.maximumEncoderQueueBytes)
-        }
-        guard recording else { return }
+        guard gate.recording else { return }
+        let limit = gate.limit
         let bytes = sample.mediaType == .video ? (sample.pixelBuffer?.allocationSize ?? 0) : 0
         let admitted = queueDepth.withLock { d -> Int? in
             // The encoder is this far behind: drop the frame here rather than queue without bound.
@@ -415,7 +408,8 @@ public final class MovieFileOutput: CaptureOutput {
         }
         // While the encoder keeps up the device's own buffer is queued (no copy). Once frames
         // start to wait, each is copied into the output's own pool so the device gets its buffer
-        // back at once: a slow encoder then costs memory, not dropped frames.
+        // back at once: a slow encoder then costs memory (up to `maximumEncoderQueueBytes`), not
+        // dropped frames.
         let queued = depth > Self.zeroCopyQueueDepth ? overflowCopy(of: sample) : sample
         writerQueue.async {
             self.process(queued, from: connection)
