@@ -90,7 +90,7 @@ let package = Package(
         .executableTarget(name: "capture-fuzz", dependencies: ["CaptureFuzzTargets", "CCaptureShims"], path: "Sources/capture-fuzz"),
         .executableTarget(
             name: "capture",
-            dependencies: ["CaptureKit", "CaptureKitTesting", .product(name: "ArgumentParser", package: "swift-argument-parser"), .product(name: "Logging", package: "swift-log")],
+            dependencies: ["CaptureKit", "CaptureKitTesting", "CCaptureShims", .product(name: "ArgumentParser", package: "swift-argument-parser"), .product(name: "Logging", package: "swift-log")],
             path: "Sources/capture"),
 
         .testTarget(name: "CaptureCoreTests", dependencies: ["CaptureCore"], path: "Tests/CaptureCoreTests"),

@@ -61,6 +61,18 @@ enum FFmpeg {
         return avformat_open_input(&context, path, format, &options.pointer)
     }
 
+    /// `avformat_find_stream_info` with single-threaded probe decoders: it decodes a frame or two
+    /// to learn the pixel format, and a frame-threaded H.264 decoder allocates a picture per thread
+    /// (about 33 MB at 3840x2160, while the recording's own encoder is often still open).
+    static func findStreamInfo(_ context: UnsafeMutablePointer<AVFormatContext>?) -> Int32 {
+        guard let context else { return -EINVAL }
+        let count = Int(context.pointee.nb_streams)
+        var options = [OpaquePointer?](repeating: nil, count: max(count, 1))
+        for i in 0..<count { av_dict_set(&options[i], "threads", "1", 0) }
+        defer { for i in 0..<count { av_dict_free(&options[i]) } }
+        return options.withUnsafeMutableBufferPointer { avformat_find_stream_info(context, $0.baseAddress) }
+    }
+
     /// Fails early, naming every unknown option: FFmpeg leaves unknown keys in the dictionary and succeeds.
     static func rejectLeftovers(_ dictionary: OpaquePointer?, _ context: String) throws(CaptureError) {
         guard let dictionary, av_dict_count(dictionary) > 0 else { return }

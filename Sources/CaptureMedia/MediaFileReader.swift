@@ -49,7 +49,7 @@ public final class MediaFileReader {
         var context: UnsafeMutablePointer<AVFormatContext>? = nil
         try FFmpeg.check(FFmpeg.openLocalInput(&context, path), "opening \(path)")
         formatContext = context
-        try FFmpeg.check(avformat_find_stream_info(context, nil), "reading stream info of \(path)")
+        try FFmpeg.check(FFmpeg.findStreamInfo(context), "reading stream info of \(path)")
     }
 
     deinit { avformat_close_input(&formatContext) }

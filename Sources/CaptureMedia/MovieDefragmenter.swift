@@ -43,7 +43,7 @@ public enum MovieDefragmenter {
         defer { avformat_close_input(&input) }
         guard let inContext = input else { return }
         // As `ffmpeg -c copy` does: without it the last packet of each track comes back without its duration.
-        try FFmpeg.check(avformat_find_stream_info(inContext, nil), "reading the stream parameters of \(source)")
+        try FFmpeg.check(FFmpeg.findStreamInfo(inContext), "reading the stream parameters of \(source)")
 
         var output: UnsafeMutablePointer<AVFormatContext>? = nil
         try FFmpeg.check(avformat_alloc_output_context2(&output, nil, fileType.muxerName, destination),

@@ -470,6 +470,7 @@ public final class MovieWriter {
         }
         // Always write the trailer: a file with a trailer is playable even if a flush failed.
         let trailer = av_write_trailer(fc)
+        video?.releaseCodec()
         // An I/O failure is in pb->error (av_write_trailer returns it too), or only the device knows
         // it (syncToDevice); another failure stays codecFailure.
         avio_flush(fc.pointee.pb)

@@ -44,6 +44,11 @@ public struct VideoEncoderSettings: Sendable, Hashable {
     public var keyframeInterval: Int
     /// Pinned so output is identical on every machine (x264's output depends on its thread count).
     public var threads: Int = 2
+    /// H.264: the `threads` share each frame (x264's sliced threads) instead of each taking a
+    /// frame. Frame threads keep a full frame in flight per thread, about 23 MB apiece at
+    /// 3840x2160, so frames larger than 1920x1080 use slices: x264 then needed about 55 MB less
+    /// at 4K for the same encoding time (ffmpeg CLI, ultrafast, measured with /usr/bin/time).
+    public var slicedThreads: Bool
     /// H.264/HEVC profile (`baseline`, `main`, `high`…); nil lets the encoder choose.
     public var profile: String?
     /// H.264/HEVC level (`3.1`, `4.0`…); nil = automatic.
@@ -53,6 +58,7 @@ public struct VideoEncoderSettings: Sendable, Hashable {
                 preset: Preset = .veryfast, bitrate: Int? = nil, keyframeInterval: Int? = nil, codec: VideoCodec = .h264) {
         self.codec = codec
         self.dimensions = dimensions
+        slicedThreads = dimensions.width * dimensions.height > 1920 * 1088
         self.inputPixelFormat = inputPixelFormat
         self.frameDuration = frameDuration
         self.preset = preset
@@ -128,10 +134,12 @@ final class VideoEncoder {
         let options: OptionsDictionary
         switch settings.codec {
         case .h264:
-            options = OptionsDictionary([("preset", settings.preset.rawValue)]
-                + (settings.bitrate == nil ? [("crf", String(settings.crf))] : [])
-                + (settings.profile.map { [("profile", $0)] } ?? [])
-                + (settings.level.map { [("level", $0)] } ?? []))
+            var h264: [(String, String)] = [("preset", settings.preset.rawValue)]
+            if settings.bitrate == nil { h264.append(("crf", String(settings.crf))) }
+            if let profile = settings.profile { h264.append(("profile", profile)) }
+            if let level = settings.level { h264.append(("level", level)) }
+            if settings.slicedThreads { h264.append(("x264-params", "sliced-threads=1")) }
+            options = OptionsDictionary(h264)
         case .hevc:
             // libx265 logs through its own printf unless told not to; its pools follow `threads`.
             options = OptionsDictionary([("preset", settings.preset.rawValue),
@@ -201,6 +209,13 @@ final class VideoEncoder {
     func finish(into sink: (UnsafeMutablePointer<AVPacket>) throws(CaptureError) -> Void) throws(CaptureError) {
         try FFmpeg.check(avcodec_send_frame(context, nil), "flushing the video encoder")
         try drain(into: sink)
+    }
+
+    /// Frees the codec's own state (x264's frame buffers: about 130 MB at 3840x2160) once the
+    /// stream is flushed, so it is gone before the file is defragmented and read back. The context
+    /// struct stays valid for reads; freeing it again later is harmless.
+    func releaseCodec() {
+        _ = avcodec_close(context)
     }
 
     private func drain(into sink: (UnsafeMutablePointer<AVPacket>) throws(CaptureError) -> Void) throws(CaptureError) {

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CCaptureShims
 import CaptureKit
 import Foundation
 
@@ -25,6 +26,11 @@ struct CaptureCommand: AsyncParsableCommand {
         // EFBIG: "File too large") and a file cut back to its complete fragments, not kill the
         // process with SIGXFSZ halfway through a write.
         signal(SIGXFSZ, SIG_IGN)
+        // Frames are large (12 MB at 3840x2160) and come and go in pools. glibc's default raises
+        // its mmap threshold to the largest block freed, after which frame-sized blocks come from
+        // arenas that never shrink: a fixed threshold keeps them mapped and unmapped whole (a 4K
+        // real-time recording peaked about 50 MB lower, measured with `capture record --json`).
+        _ = ck_fix_mmap_threshold(1 << 20)
         let arguments: [String]
         do { arguments = try LogOptions.apply(Array(CommandLine.arguments.dropFirst())) } catch {
             printError("Error: \(error)")

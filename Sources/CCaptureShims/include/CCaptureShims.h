@@ -89,4 +89,8 @@ int ck_release_free_memory(void);
 // use, whatever the allocator keeps cached.
 size_t ck_heap_bytes_in_use(void);
 
+// Fixes glibc's mmap threshold at `bytes` (mallopt M_MMAP_THRESHOLD), which also turns off its
+// dynamic raising: blocks at least that large are mapped and unmapped whole. Returns 1 on success.
+int ck_fix_mmap_threshold(size_t bytes);
+
 #endif
