@@ -84,6 +84,17 @@ final class SimulatedCamera: ControlReportingDevice {
         var settings: Settings
         var live: Live
         var revision: UInt64 = 0
+        /// Frames begun or ended: with `revision`, says whether a frame planned ahead still holds.
+        var frameSteps: UInt64 = 0
+    }
+
+    /// A frame planned on a copy of the state (`planAhead`), to be rendered ahead of its turn:
+    /// it holds only if nothing changed the state before `commit`.
+    struct PlannedFrame {
+        let plan: FramePlan
+        let after: State
+        let revision: UInt64
+        let frameSteps: UInt64
     }
 
     /// What one frame is made with.
@@ -448,6 +459,34 @@ final class SimulatedCamera: ControlReportingDevice {
     func beginFrame(format: DeviceFormat, frameDuration: MediaTime, width: Int, height: Int) -> FramePlan {
         let c = capabilities
         return state.withLock { s in
+            s.frameSteps += 1
+            return Self.plan(&s, c, format: format, frameDuration: frameDuration, width: width, height: height)
+        }
+    }
+
+    /// `beginFrame` on a copy of the state: what the next frame would be made with if nothing
+    /// changes first (no control set, no other frame begun or ended).
+    func planAhead(format: DeviceFormat, frameDuration: MediaTime, width: Int, height: Int) -> PlannedFrame {
+        var copy = state.withLock { $0 }
+        let revision = copy.revision, steps = copy.frameSteps
+        copy.frameSteps += 1
+        let plan = Self.plan(&copy, capabilities, format: format, frameDuration: frameDuration, width: width, height: height)
+        return PlannedFrame(plan: plan, after: copy, revision: revision, frameSteps: steps)
+    }
+
+    /// Begins a frame planned ahead, if the state is still the one it was planned from (then it is
+    /// exactly what `beginFrame` would do now); false and nothing changed otherwise.
+    func commit(_ planned: PlannedFrame) -> Bool {
+        state.withLock { s in
+            guard s.revision == planned.revision, s.frameSteps == planned.frameSteps else { return false }
+            s = planned.after
+            return true
+        }
+    }
+
+    private static func plan(_ s: inout State, _ c: SimulatedCameraCapabilities, format: DeviceFormat, frameDuration: MediaTime,
+                             width: Int, height: Int) -> FramePlan {
+        do {
             // Zoom ramps advance by one frame's worth: rate powers of two per second.
             let maxZoom = c.hasZoom ? format.videoMaxZoomFactor : 1
             if s.settings.rampRate > 0 {
@@ -549,6 +588,7 @@ final class SimulatedCamera: ControlReportingDevice {
     func endFrame(_ plan: FramePlan, measurements m: FrameMeasurements, presentationTime: MediaTime) {
         let c = capabilities
         let subjectAreaChanged = state.withLock { s -> Bool in
+            s.frameSteps += 1
             stepExposure(&s, plan, m)
             stepWhiteBalance(&s, plan, m)
             stepFocus(&s, plan, m)

@@ -144,6 +144,8 @@ public final class SimulatorScenario: Sendable {
         var externalLocks: [String: String] = [:]
         var videoFaults: [String: VideoFaults] = [:]
         var bufferStarvationTimeout: Duration = .seconds(10)
+        var rendersAhead = true
+        var renderAheadCounts = (used: 0, discarded: 0)
         var handlers: [@Sendable (String, Bool) -> Void] = []
         /// Devices whose plugged-in state was set (by a profile's `pluggedIn` or connect/disconnect).
         var plugDecided: Set<String> = []
@@ -464,6 +466,22 @@ public final class SimulatorScenario: Sendable {
         set { state.withLock { $0.bufferStarvationTimeout = newValue } }
     }
 
+    /// Virtual pace: whether a simulated camera renders its next frame on a second thread while the
+    /// current one is delivered (default true). The frames are the same either way (a frame rendered
+    /// ahead is used only if nothing it was made from changed); off is for comparing the two.
+    public var rendersAhead: Bool {
+        get { state.withLock { $0.rendersAhead } }
+        set { state.withLock { $0.rendersAhead = newValue } }
+    }
+
+    /// Frames rendered ahead so far: used as rendered, and thrown away (something they were made
+    /// from changed, e.g. a control set while the frame before was delivered).
+    public var renderAheadCounts: (used: Int, discarded: Int) { state.withLock { $0.renderAheadCounts } }
+
+    func countRenderAhead(used: Bool) {
+        state.withLock { if used { $0.renderAheadCounts.used += 1 } else { $0.renderAheadCounts.discarded += 1 } }
+    }
+
     func requireAuthorization(_ mediaType: MediaType) throws(CaptureError) {
         let status = authorizationStatus(for: mediaType)
         guard status == .authorized else { throw .notAuthorized(mediaType: mediaType.rawValue, status: status.rawValue) }
@@ -577,9 +595,84 @@ final class SimulatedVideoStream: ReconfigurableStream {
         var bufferErrors = 0
     }
 
+    /// Virtual pace: the next frame, rendered on `renderQueue` while this one is delivered (and
+    /// encoded), so rendering and encoding overlap. It is used only if it is exactly the frame this
+    /// stream would render at its turn: same index, setup and timing, and the camera's state untouched
+    /// since it was planned (`SimulatedCamera.commit`: no control set, no frame begun or ended).
+    /// Otherwise it is thrown away and the frame rendered again, so frames never depend on it.
+    private final class FrameAhead: @unchecked Sendable {
+        let index: Int64
+        let offset: MediaTime
+        let previous: MediaTime?
+        let setup: SimulatedStreamSetup
+        let buffer: PixelBuffer
+        let planned: SimulatedCamera.PlannedFrame
+        /// Written on `renderQueue` before `rendered` is signalled; read only after waiting for it.
+        var measurements: FrameMeasurements?
+        let rendered = DispatchSemaphore(value: 0)
+
+        init(index: Int64, offset: MediaTime, previous: MediaTime?, setup: SimulatedStreamSetup, buffer: PixelBuffer,
+             planned: SimulatedCamera.PlannedFrame) {
+            self.index = index
+            self.offset = offset
+            self.previous = previous
+            self.setup = setup
+            self.buffer = buffer
+            self.planned = planned
+        }
+
+        /// Waits for the render (the renderer is then free again).
+        func wait() { rendered.wait(); rendered.signal() }
+    }
+    private let ahead = Locked<FrameAhead?>(nil)
+    private let renderQueue = DispatchQueue(label: "CaptureSimulator.renderAhead")
+
     init(camera: SimulatedCamera, setup: SimulatedStreamSetup) {
         self.camera = camera
         self.setup = Locked(setup)
+    }
+
+    /// The shake of frame `index` as the plan asks for it (nil: none).
+    private func motion(_ plan: SimulatedCamera.FramePlan, index: Int64) -> FrameMotion? {
+        guard plan.shakeAmplitude > 0 || plan.stabilization != .off else { return nil }
+        return CameraShake.motion(seed: camera.seed ^ SimulatorDriver.hash(camera.profile.uniqueID), frame: index,
+                                  amplitude: plan.shakeAmplitude, mode: plan.stabilization)
+    }
+
+    /// Starts rendering frame `index` ahead (virtual pace, uncompressed frames, a free buffer).
+    private func renderAhead(index: Int64, offset: MediaTime, previous: MediaTime?, setup: SimulatedStreamSetup) {
+        guard camera.scenario.rendersAhead, setup.configuration.pace == .virtual, setup.compression == nil,
+              pending.withLock({ $0 == nil }), !stopSignal.isStopped, let buffer = setup.pool.makeBuffer() else { return }
+        // Planned here, on the delivering thread, so a control set after this call (while this
+        // frame is delivered) always voids the frame rendered ahead, whenever the render runs.
+        let configuration = setup.configuration, renderer = setup.renderer
+        let planned = camera.planAhead(format: configuration.format, frameDuration: configuration.frameDuration,
+                                       width: renderer.width, height: renderer.height)
+        let frame = FrameAhead(index: index, offset: offset, previous: previous, setup: setup, buffer: buffer, planned: planned)
+        ahead.withLock { $0 = frame }
+        renderQueue.async {
+            let plan = planned.plan
+            frame.measurements = renderer.render(frame: index, effects: plan.effects,
+                                                 syncFlash: SyntheticFrameRenderer.showsSyncFlash(offset: offset, previous: previous),
+                                                 metering: plan.metering, motion: self.motion(plan, index: index), into: buffer,
+                                                 items: plan.items)
+            frame.rendered.signal()
+        }
+    }
+
+    /// The frame rendered ahead, if it is frame `index` at `offset` in `setup` and the camera could
+    /// begin it as planned (its state then moves exactly as `beginFrame` would move it); any frame
+    /// rendered ahead is waited for first, so the renderer is free on return.
+    private func takeAhead(index: Int64, offset: MediaTime, previous: MediaTime?, setup: SimulatedStreamSetup) -> FrameAhead? {
+        guard let frame = ahead.withLock({ a in defer { a = nil }; return a }) else { return nil }
+        frame.wait()
+        guard frame.index == index, frame.offset == offset, frame.previous == previous, frame.setup === setup,
+              camera.commit(frame.planned) else {
+            camera.scenario.countRenderAhead(used: false)
+            return nil
+        }
+        camera.scenario.countRenderAhead(used: true)
+        return frame
     }
 
     func reconfigure(_ change: StreamReconfiguration) throws(CaptureError) {
@@ -602,6 +695,7 @@ final class SimulatedVideoStream: ReconfigurableStream {
     /// Real time: PTS on the host clock from `hostTime`; virtual time: from the session's virtual now.
     func start(at hostTime: MediaTime) throws(CaptureError) {
         state.withLock { $0 = (0, .zero, nil, hostTime) }
+        if let stale = ahead.withLock({ a in defer { a = nil }; return a }) { stale.wait() }
         faults.withLock { $0 = camera.scenario.videoFaults(camera.profile.uniqueID) }
         let origin = camera.scenario.faultClock(startingAt: hostTime, device: camera.profile.uniqueID)
         timeline.withLock { $0 = VideoFaultState(origin: origin, registered: true) }
@@ -719,8 +813,9 @@ final class SimulatedVideoStream: ReconfigurableStream {
             }
             let setup = self.setup.withLock { $0 }
             let configuration = setup.configuration, renderer = setup.renderer, compression = setup.compression
-            let plan = camera.beginFrame(format: configuration.format, frameDuration: configuration.frameDuration,
-                                         width: renderer.width, height: renderer.height)
+            let early = takeAhead(index: index, offset: offset, previous: previous, setup: setup)
+            let plan = early?.planned.plan ?? camera.beginFrame(format: configuration.format, frameDuration: configuration.frameDuration,
+                                                                  width: renderer.width, height: renderer.height)
             let step = plan.exposureSeconds > configuration.frameDuration.seconds
                 ? MediaTime(seconds: plan.exposureSeconds, preferredTimescale: 1_000_000) : configuration.frameDuration
             let faults = self.faults.withLock { $0 }
@@ -750,7 +845,8 @@ final class SimulatedVideoStream: ReconfigurableStream {
                 scriptedLoss = true
                 continue
             }
-            var acquired = try acquireBuffer(setup)
+            var acquired: PixelBuffer?
+            if let early { acquired = early.buffer } else { acquired = try acquireBuffer(setup) }
             if acquired == nil && realtime {
                 // No free buffer yet: a consumer may return one before the exposure ends.
                 guard stopSignal.sleep(untilHostTime: pts + step) else { return nil }
@@ -763,12 +859,9 @@ final class SimulatedVideoStream: ReconfigurableStream {
                 lost += 1
                 continue
             }
-            let motion = plan.shakeAmplitude > 0 || plan.stabilization != .off
-                ? CameraShake.motion(seed: camera.seed ^ SimulatorDriver.hash(camera.profile.uniqueID), frame: index,
-                                     amplitude: plan.shakeAmplitude, mode: plan.stabilization) : nil
-            let measurements = renderer.render(frame: index, effects: plan.effects,
-                                               syncFlash: SyntheticFrameRenderer.showsSyncFlash(offset: offset, previous: previous),
-                                               metering: plan.metering, motion: motion, into: compression?.scratch ?? buffer, items: plan.items)
+            let measurements = early?.measurements ?? renderer.render(
+                frame: index, effects: plan.effects, syncFlash: SyntheticFrameRenderer.showsSyncFlash(offset: offset, previous: previous),
+                metering: plan.metering, motion: motion(plan, index: index), into: compression?.scratch ?? buffer, items: plan.items)
             if !plan.items.isEmpty {
                 camera.scenario.recordSceneTruth(camera.profile.uniqueID, SceneTruthFrame(
                     frameIndex: index, presentationTime: pts, frameSize: Dimensions(width: renderer.width, height: renderer.height),
@@ -793,6 +886,7 @@ final class SimulatedVideoStream: ReconfigurableStream {
                                                presentationTime: pts, duration: step, sequenceNumber: index)
                 }
             }
+            renderAhead(index: index + 1, offset: offset + step, previous: offset, setup: setup)
             return sample
         }
     }

@@ -155,7 +155,10 @@ struct Rows {
 
     /// A virtual-pace session on sim:back (and sim:mic) at `size`, NV12, 30 fps.
     static func makeSession(seed: UInt64, size: Dimensions, audio: Bool) throws -> CaptureSession {
-        let registry = CaptureKit.makeRegistry(seed: seed)
+        // CAPTURE_BENCH_RENDER_AHEAD=0: the camera renders each frame in turn (for an A/B of rendering ahead).
+        let scenario = SimulatorScenario()
+        scenario.rendersAhead = ProcessInfo.processInfo.environment["CAPTURE_BENCH_RENDER_AHEAD"] != "0"
+        let registry = CaptureKit.makeRegistry(seed: seed, scenario: scenario)
         let session = CaptureSession(pace: .virtual)
         try session.setSessionPreset(.inputPriority)
         let camera = try registry.device(uniqueID: "sim:back")
