@@ -295,7 +295,7 @@ struct RecordCommand: AsyncParsableCommand {
             throw CommandFailure(error)
         }
         session.stopRunning()
-        let metadataCount = metadataWriter?.finish()
+        let metadataCount = metadataWriter?.finish(recordedDuration: summary.duration)
         if summary.stopReason == "maximumDuration" && limit == duration && (maxDuration ?? .infinity) > duration {
             summary.stopReason = "duration"
         }

@@ -172,7 +172,7 @@ final class MetadataLinesWriter: MetadataOutputObjectsDelegate {
     let queue = DispatchQueue(label: "capture.record.metadata")
     private let handle: FileHandle
     private let movie: MovieFileOutput
-    private let state = Locked<(origin: MediaTime?, count: Int)>((nil, 0))
+    private let state = Locked<(origin: MediaTime?, count: Int, late: [MetadataObject])>((nil, 0, []))
 
     init(path: String, movie: MovieFileOutput) throws(CaptureError) {
         guard FileManager.default.createFile(atPath: path, contents: nil), let handle = FileHandle(forWritingAtPath: path) else {
@@ -183,19 +183,37 @@ final class MetadataLinesWriter: MetadataOutputObjectsDelegate {
     }
 
     func metadataOutput(_ output: MetadataOutput, didOutput objects: [MetadataObject], from connection: CaptureConnection) {
-        guard movie.isRecording, let first = objects.first else { return }
-        let origin = state.withLock { s in
+        guard let first = objects.first else { return }
+        let recording = movie.isRecording
+        let origin = state.withLock { s -> MediaTime? in
+            guard recording else {
+                // The callback runs on this queue after the detection: the movie may have stopped in
+                // between (in virtual pace the next frame comes at once). `finish` keeps these if
+                // they fall inside the recording.
+                if s.origin != nil { s.late += objects }
+                return nil
+            }
             if s.origin == nil { s.origin = first.time }
             s.count += objects.count
             return s.origin!
         }
+        if let origin { write(objects, origin: origin) }
+    }
+
+    private func write(_ objects: [MetadataObject], origin: MediaTime) {
         let text = objects.map { MetadataRecord($0, movieTime: ($0.time - origin).seconds).jsonLine + "\n" }.joined()
         handle.write(Data(text.utf8))
     }
 
-    /// Waits for queued callbacks, closes the file; the number of objects written.
-    func finish() -> Int {
+    /// Waits for queued callbacks, writes those that came after the stop but belong to the
+    /// movie's `recordedDuration` seconds, closes the file; the number of objects written.
+    func finish(recordedDuration: Double) -> Int {
         queue.sync {}
+        let (origin, late) = state.withLock { s in (s.origin, s.late.filter { o in s.origin.map { (o.time - $0).seconds < recordedDuration - 1e-6 } ?? false }) }
+        if let origin, !late.isEmpty {
+            write(late, origin: origin)
+            state.withLock { $0.count += late.count }
+        }
         try? handle.close()
         return state.withLock { $0.count }
     }
