@@ -641,7 +641,7 @@ final class SimulatedVideoStream: ReconfigurableStream {
 
     /// Starts rendering frame `index` ahead (virtual pace, uncompressed frames, a free buffer).
     private func renderAhead(index: Int64, offset: MediaTime, previous: MediaTime?, setup: SimulatedStreamSetup) {
-        guard camera.scenario.rendersAhead, setup.configuration.pace == .virtual, setup.compression == nil,
+        guard setup.configuration.pace == .virtual, setup.compression == nil, camera.scenario.rendersAhead,
               pending.withLock({ $0 == nil }), !stopSignal.isStopped, let buffer = setup.pool.makeBuffer() else { return }
         // Planned here, on the delivering thread, so a control set after this call (while this
         // frame is delivered) always voids the frame rendered ahead, whenever the render runs.
