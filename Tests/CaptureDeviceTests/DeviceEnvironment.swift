@@ -115,6 +115,16 @@ enum DeviceEnvironment {
         return drops.filter { $0.time > start && $0.time <= start + summary.duration + 0.001 }.reduce(0) { $0 + $1.count }
     }
 
+    /// The frames of `drops` whose gap ends at a frame the file holds (a drop is reported with the
+    /// PTS of the frame after the gap; `frameTimes` are the file's, measured from the recording's
+    /// start). The recording's first frame is left out: a gap before it is the session's warm-up.
+    static func dropped(_ drops: [(time: Double, count: Int)], beforeFramesAt frameTimes: [Double],
+                        of summary: RecordingSummary, tolerance: Double) throws -> Int {
+        guard let start = summary.startTime else { throw Failure(description: "the recording has no start time") }
+        let inside = frameTimes.dropFirst()
+        return drops.filter { drop in inside.contains { abs($0 - (drop.time - start)) <= tolerance } }.reduce(0) { $0 + $1.count }
+    }
+
     /// The `capture` tool SwiftPM built beside the test bundle.
     static var captureTool: String {
         let tests = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
