@@ -43,35 +43,150 @@ enum CameraImaging {
     /// separable box in integer arithmetic, window sums from prefix sums along rows and running
     /// column sums down the plane, each pass rounded as `(sum · round(65536 / (2r + 1)) + 32768) >> 16`
     /// with edges clamped. The loops are C (`ck_box_blur_rows` / `ck_box_blur_columns`) so they vectorise.
-    static func blur(_ buffer: PixelBuffer, radius: Int) {
-        guard radius > 0 else { return }
-        let all = channels(buffer)
-        for plane in 0..<buffer.planeCount {
-            let members = all.filter { $0.plane == plane }
-            guard let first = members.first else { continue }
-            // Channels sharing a plane share their vertical subsampling (NV12's CbCr, YUYV's samples).
-            let ry = radius / first.subY
-            guard ry > 0 || members.contains(where: { radius / $0.subX > 0 }) else { continue }
-            let rowBytes = members.map { $0.offset + ($0.width - 1) * $0.step + 1 }.max() ?? 0
-            let height = first.height
-            let base = buffer.producerBaseAddress(ofPlane: plane).assumingMemoryBound(to: UInt8.self)
-            let stride = buffer.bytesPerRow[plane]
+    ///
+    /// With `reusing`, the frame is its background except in `drawnRows`: only those rows go
+    /// through the row pass, the column pass reads every other row from the background's own row
+    /// pass and runs only where its window meets a drawn row; the rows beyond are copied from the
+    /// background blurred whole. Each output depends only on the rows in its window, so the frame
+    /// is bit-identical to blurring it whole.
+    static func blur(_ buffer: PixelBuffer, radius: Int, reusing background: (blurred: BlurredBackground, drawnRows: Range<Int>)? = nil) {
+        for plane in blurPlan(buffer, radius: radius) {
+            let base = buffer.producerBaseAddress(ofPlane: plane.index).assumingMemoryBound(to: UInt8.self)
+            let stride = buffer.bytesPerRow[plane.index]
+            let rowBytes = plane.rowBytes, height = plane.height
             // Reused between frames rather than allocated per frame (2 MB of 8-bit row means at
             // 1080p). Measured, the reuse alone changed little; the fused passes did the rest.
-            let work = BlurScratch.take(bytes: rowBytes * height + 4 * (rowBytes + 8 * radius + 8) + 4 * rowBytes + 192)
+            let tmpBytes = (rowBytes * height + 63) & ~63
+            let scratchBytes = 4 * ((rowBytes + 8 * radius + 8 + 15) & ~15)
+            let work = BlurScratch.take(bytes: tmpBytes + scratchBytes + 4 * rowBytes + 64 + 8 * height)
             defer { BlurScratch.give(work) }
             let tmp = work.base.assumingMemoryBound(to: UInt8.self)
-            let scratch = (work.base + ((rowBytes * height + 63) & ~63)).assumingMemoryBound(to: UInt32.self)
-            let sums = scratch + ((rowBytes + 8 * radius + 8 + 15) & ~15)
+            let scratch = (work.base + tmpBytes).assumingMemoryBound(to: UInt32.self)
+            let sums = scratch + scratchBytes / 4
+            let rows = (work.base + tmpBytes + scratchBytes + 4 * rowBytes + 64).assumingMemoryBound(to: UnsafePointer<UInt8>?.self)
+            // The rows this call blurs itself: all, or those drawn over a background blurred ahead.
+            let drawn = background.map { plane.rows(ofLumaRows: $0.drawnRows) } ?? 0..<height
+            if !drawn.isEmpty {
+                rowPass(plane, radius: radius, from: base + drawn.lowerBound * stride, stride: stride, rows: drawn.count,
+                        into: tmp + drawn.lowerBound * rowBytes, outStride: rowBytes, scratch: scratch)
+            }
+            guard let background else {
+                for r in 0..<height { rows[r] = UnsafePointer(tmp + r * rowBytes) }
+                ck_box_blur_columns(base, stride, Int32(rowBytes), Int32(height), Int32(plane.ry), rows, 0, Int32(height), sums)
+                continue
+            }
+            let rowBlurred = background.blurred.rows.baseAddress(ofPlane: plane.index).assumingMemoryBound(to: UInt8.self)
+            for r in 0..<height {
+                rows[r] = drawn.contains(r) ? UnsafePointer(tmp + r * rowBytes) : rowBlurred + r * stride
+            }
+            // Outputs whose window meets a drawn row; the others are the background's own.
+            let touched = drawn.isEmpty ? 0..<0 : max(drawn.lowerBound - plane.ry, 0)..<min(drawn.upperBound + plane.ry, height)
+            let whole = background.blurred.whole.baseAddress(ofPlane: plane.index)
+            for untouched in [0..<(touched.isEmpty ? height : touched.lowerBound), (touched.isEmpty ? height : touched.upperBound)..<height]
+            where !untouched.isEmpty {
+                (UnsafeMutableRawPointer(base) + untouched.lowerBound * stride).copyMemory(
+                    from: whole + untouched.lowerBound * stride, byteCount: untouched.count * stride)
+            }
+            ck_box_blur_columns(base, stride, Int32(rowBytes), Int32(height), Int32(plane.ry), rows,
+                                Int32(touched.lowerBound), Int32(touched.upperBound), sums)
+        }
+    }
+
+    /// A background blurred ahead, once: after the row pass (`rows`) and after both passes (`whole`).
+    /// Planes the blur leaves alone are never read from them.
+    struct BlurredBackground: Sendable {
+        let rows: PixelBuffer
+        let whole: PixelBuffer
+
+        init(_ background: PixelBuffer, radius: Int) {
+            rows = CameraImaging.rowPass(of: background, radius: radius)
+            whole = PixelBuffer(format: background.format, width: background.width, height: background.height)
+            for plane in CameraImaging.blurPlan(background, radius: radius) {
+                let stride = rows.bytesPerRow[plane.index]
+                let source = rows.baseAddress(ofPlane: plane.index).assumingMemoryBound(to: UInt8.self)
+                let pointers = (0..<plane.height).map { Optional(source + $0 * stride) }
+                let sums = UnsafeMutablePointer<UInt32>.allocate(capacity: plane.rowBytes)
+                defer { sums.deallocate() }
+                ck_box_blur_columns(whole.producerBaseAddress(ofPlane: plane.index).assumingMemoryBound(to: UInt8.self), stride,
+                                    Int32(plane.rowBytes), Int32(plane.height), Int32(plane.ry), pointers, 0, Int32(plane.height), sums)
+            }
+        }
+    }
+
+    /// Copies every plane of `source` into `target` (same layout).
+    static func copyPlanes(of source: PixelBuffer, into target: PixelBuffer) {
+        for plane in 0..<source.planeCount {
+            target.producerBaseAddress(ofPlane: plane).copyMemory(
+                from: source.baseAddress(ofPlane: plane), byteCount: source.bytesPerRow[plane] * source.planeRows[plane])
+        }
+    }
+
+    /// One plane the blur touches: its channels and the bytes of a row they span.
+    struct BlurPlane {
+        let index: Int
+        let members: [Channel]
+        let interleaved: Bool
+        let rowBytes: Int
+        let height: Int
+        let ry: Int
+        let subY: Int
+
+        /// The plane's rows that hold any of the luma rows `lumaRows` (as the renderer fills chroma).
+        func rows(ofLumaRows lumaRows: Range<Int>) -> Range<Int> {
+            let lower = min(max(lumaRows.lowerBound / subY, 0), height)
+            let upper = min(max((lumaRows.upperBound + subY - 1) / subY, lower), height)
+            return lower..<upper
+        }
+    }
+
+    /// The planes `blur` changes at `radius` (a plane whose radius rounds to 0 both ways is left as it is).
+    static func blurPlan(_ buffer: PixelBuffer, radius: Int) -> [BlurPlane] {
+        guard radius > 0 else { return [] }
+        let all = channels(buffer)
+        return (0..<buffer.planeCount).compactMap { plane in
+            let members = all.filter { $0.plane == plane }
+            guard let first = members.first else { return nil }
+            // Channels sharing a plane share their vertical subsampling (NV12's CbCr, YUYV's samples).
+            let ry = radius / first.subY
+            guard ry > 0 || members.contains(where: { radius / $0.subX > 0 }) else { return nil }
             // Channels that fill the row interleaved (NV12's CbCr) go in one call, as lanes.
             let interleaved = members.count == first.step && members.map(\.offset).sorted() == Array(0..<first.step)
                 && members.allSatisfy { $0.step == first.step && $0.subX == first.subX && $0.width == first.width }
-            for c in interleaved ? [first] : members {
-                let offset = interleaved ? 0 : c.offset
-                ck_box_blur_rows(base + offset, stride, Int32(c.step), Int32(interleaved ? c.step : 1), Int32(c.width), Int32(height),
-                                 Int32(radius / c.subX), tmp + offset, rowBytes, scratch)
-            }
-            ck_box_blur_columns(base, stride, Int32(rowBytes), Int32(height), Int32(ry), tmp, rowBytes, sums)
+            return BlurPlane(index: plane, members: members, interleaved: interleaved,
+                             rowBytes: members.map { $0.offset + ($0.width - 1) * $0.step + 1 }.max() ?? 0,
+                             height: first.height, ry: ry, subY: first.subY)
+        }
+    }
+
+    /// True when `blur(_:radius:reusing:)` can stand for a whole blur of this layout: every plane
+    /// it blurs is written whole (rows without padding, which a partial background copy would
+    /// otherwise leave as the buffer last held them).
+    static func canReuseRowPass(_ buffer: PixelBuffer, radius: Int) -> Bool {
+        blurPlan(buffer, radius: radius).allSatisfy { buffer.bytesPerRow[$0.index] == $0.rowBytes }
+    }
+
+    /// The row pass of the blur over every row of `background`, into a new buffer of its layout
+    /// (planes the blur does not touch are left as allocated: they are never read).
+    static func rowPass(of background: PixelBuffer, radius: Int) -> PixelBuffer {
+        let out = PixelBuffer(format: background.format, width: background.width, height: background.height)
+        for plane in blurPlan(background, radius: radius) {
+            let scratch = UnsafeMutablePointer<UInt32>.allocate(capacity: (plane.rowBytes + 8 * radius + 8 + 15) & ~15)
+            defer { scratch.deallocate() }
+            rowPass(plane, radius: radius, from: background.baseAddress(ofPlane: plane.index).assumingMemoryBound(to: UInt8.self),
+                    stride: background.bytesPerRow[plane.index], rows: plane.height,
+                    into: out.producerBaseAddress(ofPlane: plane.index).assumingMemoryBound(to: UInt8.self),
+                    outStride: out.bytesPerRow[plane.index], scratch: scratch)
+        }
+        return out
+    }
+
+    private static func rowPass(_ plane: BlurPlane, radius: Int, from base: UnsafePointer<UInt8>, stride: Int, rows: Int,
+                                into out: UnsafeMutablePointer<UInt8>, outStride: Int, scratch: UnsafeMutablePointer<UInt32>) {
+        let first = plane.members[0]
+        for c in plane.interleaved ? [first] : plane.members {
+            let offset = plane.interleaved ? 0 : c.offset
+            ck_box_blur_rows(base + offset, stride, Int32(c.step), Int32(plane.interleaved ? c.step : 1), Int32(c.width), Int32(rows),
+                             Int32(radius / c.subX), out + offset, outStride, scratch)
         }
     }
 

@@ -94,10 +94,15 @@ public final class SyntheticFrameRenderer: Sendable {
     struct LinearColor: Sendable { var r: Double, g: Double, b: Double }
     struct SceneRect: Sendable { var x0, y0, x1, y1: Int; var color: Int }
 
-    final class BackgroundCache: Sendable {
-        // Only touched under the renderer's `cache` mutex.
+    final class BackgroundCache: @unchecked Sendable {
+        // Only touched under the renderer's `cache` mutex (`rowBlurred` is made there on first use).
         let key: CameraEffects
         let buffer: PixelBuffer
+        /// The background blurred at `key.blurRadius`, for frames that reuse it: made when a second
+        /// frame uses this background (while the effects change every frame, as an AF sweep's
+        /// radius does, blurring it ahead would only add work).
+        var blurred: CameraImaging.BlurredBackground?
+        var uses = 0
         init(key: CameraEffects, buffer: PixelBuffer) { self.key = key; self.buffer = buffer }
     }
 
@@ -116,7 +121,20 @@ public final class SyntheticFrameRenderer: Sendable {
     /// Display transfer: code = 16 + 219 · linear^(1/gamma) (video range).
     public static let gamma = 2.2
 
-    public init(pixelFormat: PixelFormat, dimensions: Dimensions, frameDuration: MediaTime, seed: UInt64) throws(CaptureError) {
+    /// Whether a blurred frame reuses its background's row pass (`render`); off only to check
+    /// that the frames are the same either way.
+    let reusesBackgroundRowPass: Bool
+
+    /// True once the cached background's row pass exists (a blurred frame reused it).
+    package var backgroundRowPassIsCached: Bool { cache.withLock { $0?.blurred != nil } }
+
+    public convenience init(pixelFormat: PixelFormat, dimensions: Dimensions, frameDuration: MediaTime, seed: UInt64) throws(CaptureError) {
+        try self.init(pixelFormat: pixelFormat, dimensions: dimensions, frameDuration: frameDuration, seed: seed, reusesBackgroundRowPass: true)
+    }
+
+    package init(pixelFormat: PixelFormat, dimensions: Dimensions, frameDuration: MediaTime, seed: UInt64,
+                 reusesBackgroundRowPass: Bool) throws(CaptureError) {
+        self.reusesBackgroundRowPass = reusesBackgroundRowPass
         guard [.nv12, .yuv420, .yuyv].contains(pixelFormat) else {
             throw .formatNotSupported("the simulator renders NV12, YU12 and YUYV, not \(pixelFormat)")
         }
@@ -235,18 +253,23 @@ public final class SyntheticFrameRenderer: Sendable {
                        motion: FrameMotion? = nil, into buffer: PixelBuffer, items: SceneItemSettings = SceneItemSettings()) -> FrameMeasurements {
         precondition(buffer.format == pixelFormat && buffer.width == width && buffer.height == height,
                      "buffer does not match the renderer's format")
-        drawBackground(effects, into: buffer)
-        let boxColor = Self.encode(scale(palette[boxColorIndex], effects), fullRange: effects.fullRange)
         let span = width - boxSize
         let sceneFrame = motion?.sceneFrame ?? index
         let x = Int((Int64(boxX0) + sceneFrame * Int64(boxSpeed)) % Int64(span)) & ~1
         let box = transform(SceneRect(x0: x, y0: boxY, x1: x + boxSize, y1: boxY + boxSize, color: boxColorIndex), zoom: effects.zoom)
+        // Blurred, a frame is its background except in the box's rows (scene items may be anywhere):
+        // only those rows are copied and blurred, the others come from the background blurred once
+        // (from its second frame on). Bit-identical to blurring the whole frame.
+        let reused = effects.blurRadius > 0 && items.isEmpty && reusesBackgroundRowPass
+            && CameraImaging.canReuseRowPass(buffer, radius: effects.blurRadius)
+        let blurredBackground = drawBackground(effects, into: buffer, onlyRows: reused ? box.y0..<max(box.y0, box.y1) : nil)
+        let boxColor = Self.encode(scale(palette[boxColorIndex], effects), fullRange: effects.fullRange)
         fill(buffer, rows: box.y0..<box.y1, columns: box.x0..<box.x1, color: boxColor)
         if !items.isEmpty {
             painter.paint(items, seconds: itemSeconds(frame: index), zoom: effects.zoom, gain: (effects.red, effects.green, effects.blue),
                           fullRange: effects.fullRange, into: buffer)
         }
-        if effects.blurRadius > 0 { CameraImaging.blur(buffer, radius: effects.blurRadius) }
+        if effects.blurRadius > 0 { CameraImaging.blur(buffer, radius: effects.blurRadius, reusing: blurredBackground) }
         if effects.noiseSigma >= 0.25 { CameraImaging.addNoise(buffer, sigma: effects.noiseSigma, seed: seed, frame: index) }
         if let motion, !motion.isIdentity {
             motionScratch.withLock { scratch in
@@ -289,9 +312,12 @@ public final class SyntheticFrameRenderer: Sendable {
         return SceneRect(x0: tx(r.x0), y0: ty(r.y0), x1: tx(r.x1), y1: ty(r.y1), color: r.color)
     }
 
-    /// Copies the cached background for these effects, or draws (and caches) it.
-    private func drawBackground(_ effects: CameraEffects, into buffer: PixelBuffer) {
-        cache.withLock { cached in
+    /// Copies the cached background for these effects, or draws (and caches) it. With `onlyRows`
+    /// (luma rows), planes the blur will rewrite get only those rows, and the background's row
+    /// pass (made on first use) is returned for the blur to read the others from.
+    private func drawBackground(_ effects: CameraEffects, into buffer: PixelBuffer,
+                                onlyRows: Range<Int>? = nil) -> (blurred: CameraImaging.BlurredBackground, drawnRows: Range<Int>)? {
+        cache.withLock { cached -> (blurred: CameraImaging.BlurredBackground, drawnRows: Range<Int>)? in
             if cached == nil || cached?.key != effects {
                 let background = PixelBuffer(format: pixelFormat, width: width, height: height)
                 let colors = palette.map { Self.encode(scale($0, effects), fullRange: effects.fullRange) }
@@ -302,11 +328,23 @@ public final class SyntheticFrameRenderer: Sendable {
                 }
                 cached = BackgroundCache(key: effects, buffer: background)
             }
-            guard let template = cached?.buffer else { return }
-            for plane in 0..<buffer.planeCount {
-                buffer.producerBaseAddress(ofPlane: plane).copyMemory(
-                    from: template.baseAddress(ofPlane: plane), byteCount: buffer.bytesPerRow[plane] * buffer.planeRows[plane])
+            guard let background = cached else { return nil }
+            let template = background.buffer
+            background.uses += 1
+            guard let onlyRows, background.blurred != nil || background.uses > 1 else {
+                CameraImaging.copyPlanes(of: template, into: buffer)
+                return nil
             }
+            let plan = CameraImaging.blurPlan(buffer, radius: effects.blurRadius)
+            for plane in 0..<buffer.planeCount {
+                let stride = buffer.bytesPerRow[plane]
+                let rows = plan.first { $0.index == plane }?.rows(ofLumaRows: onlyRows) ?? 0..<buffer.planeRows[plane]
+                (buffer.producerBaseAddress(ofPlane: plane) + rows.lowerBound * stride).copyMemory(
+                    from: template.baseAddress(ofPlane: plane) + rows.lowerBound * stride, byteCount: stride * rows.count)
+            }
+            let blurred = background.blurred ?? CameraImaging.BlurredBackground(template, radius: effects.blurRadius)
+            background.blurred = blurred
+            return (blurred, onlyRows)
         }
     }
 

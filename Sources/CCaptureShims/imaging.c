@@ -96,8 +96,10 @@ void ck_box_blur_rows(const uint8_t *base, ptrdiff_t stride, int step, int lanes
 
 CK_VECTOR
 void ck_box_blur_columns(uint8_t *base, ptrdiff_t stride, int rowBytes, int height, int ry,
-                         const uint8_t *in, ptrdiff_t inStride, uint32_t *sums) {
-    if (rowBytes <= 0 || height <= 0 || ry < 0) return;
+                         const uint8_t *const *in, int first, int end, uint32_t *sums) {
+    if (first < 0) first = 0;
+    if (end > height) end = height;
+    if (rowBytes <= 0 || height <= 0 || ry < 0 || first >= end) return;
     const uint32_t mul = reciprocal(2 * ry + 1);
     if (ry >= 1 && ry <= 127) {
         // 16-bit lanes: 2ry + 1 ≤ 255 samples of ≤ 255 fit, and mul ≤ 21845 (see CK_TAPS).
@@ -105,14 +107,15 @@ void ck_box_blur_columns(uint8_t *base, ptrdiff_t stride, int rowBytes, int heig
         const uint16_t m16 = (uint16_t)mul;
         for (int x = 0; x < rowBytes; x++) s16[x] = 0;
         for (int i = -ry; i <= ry; i++) {
-            const uint8_t *src = in + (i < 0 ? 0 : (i > height - 1 ? height - 1 : i)) * inStride;
+            const int r = first + i;
+            const uint8_t *src = in[r < 0 ? 0 : (r > height - 1 ? height - 1 : r)];
             for (int x = 0; x < rowBytes; x++) s16[x] = (uint16_t)(s16[x] + src[x]);
         }
-        for (int y = 0; y < height; y++) {
+        for (int y = first; y < end; y++) {
             uint8_t *row = base + y * stride;
             const int a = y + ry + 1, s = y - ry;
-            const uint8_t *add = in + (a > height - 1 ? height - 1 : a) * inStride;
-            const uint8_t *sub = in + (s < 0 ? 0 : s) * inStride;
+            const uint8_t *add = in[a > height - 1 ? height - 1 : a];
+            const uint8_t *sub = in[s < 0 ? 0 : s];
             for (int x = 0; x < rowBytes; x++) {
                 uint16_t v = ck_round_mul16(s16[x], m16);
                 row[x] = (uint8_t)(v > 255 ? 255 : v);
@@ -123,14 +126,15 @@ void ck_box_blur_columns(uint8_t *base, ptrdiff_t stride, int rowBytes, int heig
     }
     for (int x = 0; x < rowBytes; x++) sums[x] = 0;
     for (int i = -ry; i <= ry; i++) {
-        const uint8_t *src = in + (i < 0 ? 0 : (i > height - 1 ? height - 1 : i)) * inStride;
+        const int r = first + i;
+        const uint8_t *src = in[r < 0 ? 0 : (r > height - 1 ? height - 1 : r)];
         for (int x = 0; x < rowBytes; x++) sums[x] += src[x];
     }
-    for (int y = 0; y < height; y++) {
+    for (int y = first; y < end; y++) {
         uint8_t *row = base + y * stride;
         const int a = y + ry + 1, s = y - ry;
-        const uint8_t *add = in + (a > height - 1 ? height - 1 : a) * inStride;
-        const uint8_t *sub = in + (s < 0 ? 0 : s) * inStride;
+        const uint8_t *add = in[a > height - 1 ? height - 1 : a];
+        const uint8_t *sub = in[s < 0 ? 0 : s];
         for (int x = 0; x < rowBytes; x++) {
             uint32_t v = (sums[x] * mul + 32768u) >> 16;
             row[x] = (uint8_t)(v > 255 ? 255 : v);

@@ -56,10 +56,12 @@ void ck_log_route_alsa(ck_log_sink sink);
 // `scratch` holds 4 * (width*step + 2*rx*step + 2) bytes.
 void ck_box_blur_rows(const uint8_t *base, ptrdiff_t stride, int step, int lanes, int width, int height, int rx,
                       uint8_t *out, ptrdiff_t outStride, uint32_t *scratch);
-// Vertical box blur of the `rowBytes` first samples of every row of `in` back into `base`, same
-// rounding, clamped to 255. `sums` has room for rowBytes uint32.
+// Vertical box blur of the `rowBytes` first samples of the rows `in[0]`...`in[height-1]` (each
+// row found through its own pointer, so rows may come from different images) into rows
+// `first`..<`end` of `base` (the others untouched), same rounding, clamped to 255. `sums` has room
+// for rowBytes uint32.
 void ck_box_blur_columns(uint8_t *base, ptrdiff_t stride, int rowBytes, int height, int ry,
-                         const uint8_t *in, ptrdiff_t inStride, uint32_t *sums);
+                         const uint8_t *const *in, int first, int end, uint32_t *sums);
 // Adds tile[(origin_y + x) & tileMask] to every sample (clamped to 0...255), origin_y = (start + y*rowJump) & tileMask.
 void ck_add_noise(uint8_t *base, ptrdiff_t stride, int step, int width, int height,
                   const int16_t *tile, int tileMask, int start, int rowJump);

@@ -1,0 +1,58 @@
+import CaptureKit
+import Testing
+
+/// A blurred frame reuses its background's row pass for every row the moving box does not cover
+/// (issue 17, target 6). The frames must be the very bytes the whole blur gives.
+@Suite struct BlurRowReuseTests {
+    static func frames(_ format: PixelFormat, _ size: Dimensions, reuse: Bool, effects: [CameraEffects]) throws -> ([[UInt8]], Bool) {
+        let renderer = try SyntheticFrameRenderer(pixelFormat: format, dimensions: size, frameDuration: MediaTime(value: 1, timescale: 30),
+                                                  seed: 11, reusesBackgroundRowPass: reuse)
+        let buffer = PixelBuffer(format: format, width: size.width, height: size.height)
+        var out: [[UInt8]] = []
+        for (n, e) in effects.enumerated() {
+            _ = renderer.render(frame: Int64(n * 7), effects: e, syncFlash: n == 3, metering: nil, into: buffer)
+            // The picture's bytes, not the rows' padding (never written, so it is whatever the allocation held).
+            let visible = format == .yuyv ? [2 * size.width] : format == .nv12 ? [size.width, size.width] : [size.width, size.width / 2, size.width / 2]
+            var bytes: [UInt8] = []
+            for plane in 0..<buffer.planeCount {
+                let p = buffer.baseAddress(ofPlane: plane).assumingMemoryBound(to: UInt8.self)
+                for row in 0..<buffer.planeRows[plane] {
+                    bytes += UnsafeBufferPointer(start: p + row * buffer.bytesPerRow[plane], count: visible[plane])
+                }
+            }
+            out.append(bytes)
+        }
+        return (out, renderer.backgroundRowPassIsCached)
+    }
+
+    @Test(arguments: [PixelFormat.nv12, .yuv420, .yuyv])
+    func reusedRowsGiveTheSameBytesAsBlurringTheWholeFrame(_ format: PixelFormat) throws {
+        // Radii 1…4 (radius 1 leaves 4:2:0 chroma unblurred), a zoom that moves and clips the box,
+        // a cast that changes the background mid-run, noise on top; the box moves between frames.
+        var effects: [CameraEffects] = []
+        for radius in 1...4 {
+            for zoom in [1.0, 1.6, 3.0] {
+                for cast in [1.0, 1.25] {
+                    var e = CameraEffects()
+                    e.blurRadius = radius; e.zoom = zoom; e.red = cast; e.noiseSigma = radius == 2 ? 2 : 0
+                    effects += [e, e, e]  // the background is blurred ahead from its second frame on
+                }
+            }
+        }
+        // 640x480's rows have no padding, so rows are reused; 352x288's luma rows are padded to 384 bytes,
+        // and a partial copy would leave stale padding, so it blurs whole frames (same bytes).
+        // (YUYV's 704-byte rows at 352 are unpadded, so it reuses rows at both sizes.)
+        for (size, reuses) in [(Dimensions(width: 640, height: 480), true), (Dimensions(width: 352, height: 288), format == .yuyv)] {
+            let (whole, wholeCached) = try Self.frames(format, size, reuse: false, effects: effects)
+            let (reused, reusedCached) = try Self.frames(format, size, reuse: true, effects: effects)
+            #expect(!wholeCached)
+            #expect(reusedCached == reuses, "the background's row pass was \(reusedCached ? "" : "not ")reused at \(size) \(format)")
+            // Compared here, not by #expect on the arrays: a failure names the frame and the first byte.
+            let differing = whole.indices.compactMap { n -> String? in
+                guard let i = whole[n].indices.first(where: { whole[n][$0] != reused[n][$0] }) else { return nil }
+                return "frame \(n) (radius \(effects[n].blurRadius), zoom \(effects[n].zoom)) at byte \(i): \(whole[n][i]) vs \(reused[n][i])"
+            }
+            #expect(differing.isEmpty, "\(size) \(format): \(differing.count) frames differ, first: \(differing.prefix(3))")
+        }
+    }
+}
