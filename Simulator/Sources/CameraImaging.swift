@@ -263,13 +263,26 @@ enum CameraImaging {
     struct CodeTerms: Sendable {
         let yp: [Double]
         let cp: [Double]
+        /// `linearIndex(yp[y] + 1.402 · cp[cr])` at `y << 8 | cr`: R's entry of the linear table.
+        let redIndex: [UInt16]
+        /// `linearIndex(yp[y] + 1.772 · cp[cb])` at `y << 8 | cb`: B's entry.
+        let blueIndex: [UInt16]
         init(fullRange: Bool) {
             func toVideoLuma(_ v: Double) -> Double { fullRange ? 16 + v * 219 / 255 : v }
             func toVideoChroma(_ v: Double) -> Double { fullRange ? 128 + (v - 128) * 224 / 255 : v }
-            yp = (0..<256).map { (toVideoLuma(Double($0)) - 16) / 219 }
-            cp = (0..<256).map { (toVideoChroma(Double($0)) - 128) / 224 }
+            let yp = (0..<256).map { (toVideoLuma(Double($0)) - 16) / 219 }
+            let cp = (0..<256).map { (toVideoChroma(Double($0)) - 128) / 224 }
+            self.yp = yp
+            self.cp = cp
+            redIndex = (0..<65536).map { UInt16(CameraImaging.linearIndex(yp[$0 >> 8] + 1.402 * cp[$0 & 255])) }
+            blueIndex = (0..<65536).map { UInt16(CameraImaging.linearIndex(yp[$0 >> 8] + 1.772 * cp[$0 & 255])) }
         }
     }
+
+    /// `SyntheticFrameRenderer.linearRGB`'s nearest entry of the 4097-entry linear table for v
+    /// (clamped to 0…1; v ≥ 0, so truncating v · 4096 + 0.5 rounds).
+    @inline(__always)
+    static func linearIndex(_ v: Double) -> Int { Int(min(max(v, 0), 1) * 4096 + 0.5) }
     static let videoRangeTerms = CodeTerms(fullRange: false)
     static let fullRangeTerms = CodeTerms(fullRange: true)
 
@@ -279,15 +292,16 @@ enum CameraImaging {
         guard ch.count == 3 else { return m }
         let lumaBase = buffer.baseAddress(ofPlane: ch[0].plane).assumingMemoryBound(to: UInt8.self) + ch[0].offset
         let lumaStride = buffer.bytesPerRow[ch[0].plane], lumaStep = ch[0].step
-        func luma(_ x: Int, _ y: Int) -> Int { Int(lumaBase[y * lumaStride + x * lumaStep]) }
         func toVideoLuma(_ v: Double) -> Double { fullRange ? 16 + v * 219 / 255 : v }
         func toVideoChroma(_ v: Double) -> Double { fullRange ? 128 + (v - 128) * 224 / 255 : v }
         // Sample grids scale with the frame, about 80 samples across, so statistics cost the same at any size.
         let grid = max(4, buffer.width / 80)
         if let r = request.exposureRegion, r.x1 > r.x0, r.y1 > r.y0 {
             var sum = 0, count = 0
+            let xStep = (grid / 2) * lumaStep
             for y in Swift.stride(from: r.y0, to: r.y1, by: grid / 2) {
-                for x in Swift.stride(from: r.x0, to: r.x1, by: grid / 2) { sum += luma(x, y); count += 1 }
+                let row = lumaBase + y * lumaStride
+                for x in Swift.stride(from: r.x0 * lumaStep, to: r.x1 * lumaStep, by: xStep) { sum &+= Int(row[x]); count &+= 1 }
             }
             if count > 0 { m.meanLuma = toVideoLuma(Double(sum) / Double(count)) }
         }
@@ -314,24 +328,34 @@ enum CameraImaging {
             let cbBase = buffer.baseAddress(ofPlane: cb.plane).assumingMemoryBound(to: UInt8.self) + cb.offset
             let crBase = buffer.baseAddress(ofPlane: cr.plane).assumingMemoryBound(to: UInt8.self) + cr.offset
             let cbStride = buffer.bytesPerRow[cb.plane], crStride = buffer.bytesPerRow[cr.plane]
+            // The sampled columns' byte offsets in each plane, once per frame (no division per sample).
+            let columns = Array(Swift.stride(from: 0, to: buffer.width, by: grid))
+            let lumaColumns = columns.map { $0 * lumaStep }, cbColumns = columns.map { ($0 / cb.subX) * cb.step }
+            let crColumns = columns.map { ($0 / cr.subX) * cr.step }
             var samples: [(Double, Double, Double)] = []
             samples.reserveCapacity((buffer.height / grid + 1) * (buffer.width / grid + 1))
             var r = 0.0, g = 0.0, b = 0.0
-            // linearRGB's normalised terms per code value, computed once (same expressions, so the
-            // same doubles) instead of three divisions per sample.
+            // linearRGB's terms per code value, and the linear table's index of R and B per (luma,
+            // chroma) code pair: the same expressions on the same doubles, evaluated once instead of
+            // per sample, so the sums (taken in the same order) are the same bits.
             let terms = fullRange ? Self.fullRangeTerms : Self.videoRangeTerms
             SyntheticFrameRenderer.linearTable.withUnsafeBufferPointer { table in
                 terms.yp.withUnsafeBufferPointer { yp in
                     terms.cp.withUnsafeBufferPointer { cp in
-                        func lin(_ v: Double) -> Double { table[Int(min(max(v, 0), 1) * 4096 + 0.5)] }
-                        for y in Swift.stride(from: band, to: buffer.height, by: grid) {
-                            for x in Swift.stride(from: 0, to: buffer.width, by: grid) {
-                                let l = yp[luma(x, y)]
-                                let cbp = cp[Int(cbBase[(y / cb.subY) * cbStride + (x / cb.subX) * cb.step])]
-                                let crp = cp[Int(crBase[(y / cr.subY) * crStride + (x / cr.subX) * cr.step])]
-                                let rgb = (lin(l + 1.402 * crp), lin(l - 0.344_136 * cbp - 0.714_136 * crp), lin(l + 1.772 * cbp))
-                                samples.append(rgb)
-                                r += rgb.0; g += rgb.1; b += rgb.2
+                        terms.redIndex.withUnsafeBufferPointer { redIndex in
+                            terms.blueIndex.withUnsafeBufferPointer { blueIndex in
+                                for y in Swift.stride(from: band, to: buffer.height, by: grid) {
+                                    let lumaRow = lumaBase + y * lumaStride
+                                    let cbRow = cbBase + (y / cb.subY) * cbStride, crRow = crBase + (y / cr.subY) * crStride
+                                    for i in columns.indices {
+                                        let yc = Int(lumaRow[lumaColumns[i]]), cbc = Int(cbRow[cbColumns[i]]), crc = Int(crRow[crColumns[i]])
+                                        let rgb = (table[Int(redIndex[yc << 8 | crc])],
+                                                   table[Self.linearIndex(yp[yc] - 0.344_136 * cp[cbc] - 0.714_136 * cp[crc])],
+                                                   table[Int(blueIndex[yc << 8 | cbc])])
+                                        samples.append(rgb)
+                                        r += rgb.0; g += rgb.1; b += rgb.2
+                                    }
+                                }
                             }
                         }
                     }

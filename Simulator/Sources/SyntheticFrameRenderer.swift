@@ -125,6 +125,11 @@ public final class SyntheticFrameRenderer: Sendable {
     /// that the frames are the same either way.
     let reusesBackgroundRowPass: Bool
 
+    /// The statistics `render` measures, over any buffer (for checking them against a reference).
+    package static func measure(_ buffer: PixelBuffer, _ request: MeteringRequest, fullRange: Bool) -> FrameMeasurements {
+        CameraImaging.measure(buffer, request, fullRange: fullRange)
+    }
+
     /// True once the cached background's row pass exists (a blurred frame reused it).
     package var backgroundRowPassIsCached: Bool { cache.withLock { $0?.blurred != nil } }
 
@@ -218,7 +223,7 @@ public final class SyntheticFrameRenderer: Sendable {
     }
 
     /// `v^gamma` for v in 0…1 in steps of 1/4096 (statistics use it instead of `pow`).
-    static let linearTable: [Double] = (0...4096).map { pow(Double($0) / 4096, gamma) }
+    package static let linearTable: [Double] = (0...4096).map { pow(Double($0) / 4096, gamma) }
 
     /// Linear R, G, B of a video-range Y'CbCr sample (table-based; for statistics).
     static func linearRGB(y: Double, cb: Double, cr: Double) -> (Double, Double, Double) {
