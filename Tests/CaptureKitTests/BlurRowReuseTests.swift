@@ -3,8 +3,10 @@ import Testing
 
 /// A blurred frame reuses its background's row pass for every row the moving box does not cover
 /// (issue 17, target 6). The frames must be the very bytes the whole blur gives.
-@Suite struct BlurRowReuseTests {
-    static func frames(_ format: PixelFormat, _ size: Dimensions, reuse: Bool, effects: [CameraEffects]) throws -> ([[UInt8]], Bool) {
+// Serialized, and yielding after every frame: a CPU-bound test must not hold the cooperative
+// pool's threads (two on CI's two cores) while the suite's timed async tests wait for them.
+@Suite(.serialized) struct BlurRowReuseTests {
+    static func frames(_ format: PixelFormat, _ size: Dimensions, reuse: Bool, effects: [CameraEffects]) async throws -> ([[UInt8]], Bool) {
         let renderer = try SyntheticFrameRenderer(pixelFormat: format, dimensions: size, frameDuration: MediaTime(value: 1, timescale: 30),
                                                   seed: 11, reusesBackgroundRowPass: reuse)
         let buffer = PixelBuffer(format: format, width: size.width, height: size.height)
@@ -21,17 +23,18 @@ import Testing
                 }
             }
             out.append(bytes)
+            await Task.yield()
         }
         return (out, renderer.backgroundRowPassIsCached)
     }
 
     @Test(arguments: [PixelFormat.nv12, .yuv420, .yuyv])
-    func reusedRowsGiveTheSameBytesAsBlurringTheWholeFrame(_ format: PixelFormat) throws {
-        // Radii 1…4 (radius 1 leaves 4:2:0 chroma unblurred), a zoom that moves and clips the box,
+    func reusedRowsGiveTheSameBytesAsBlurringTheWholeFrame(_ format: PixelFormat) async throws {
+        // Radii 1, 2, 4 (radius 1 leaves 4:2:0 chroma unblurred), a zoom that moves and clips the box,
         // a cast that changes the background mid-run, noise on top; the box moves between frames.
         var effects: [CameraEffects] = []
-        for radius in 1...4 {
-            for zoom in [1.0, 1.6, 3.0] {
+        for radius in [1, 2, 4] {
+            for zoom in [1.0, 3.0] {
                 for cast in [1.0, 1.25] {
                     var e = CameraEffects()
                     e.blurRadius = radius; e.zoom = zoom; e.red = cast; e.noiseSigma = radius == 2 ? 2 : 0
@@ -43,8 +46,8 @@ import Testing
         // and a partial copy would leave stale padding, so it blurs whole frames (same bytes).
         // (YUYV's 704-byte rows at 352 are unpadded, so it reuses rows at both sizes.)
         for (size, reuses) in [(Dimensions(width: 640, height: 480), true), (Dimensions(width: 352, height: 288), format == .yuyv)] {
-            let (whole, wholeCached) = try Self.frames(format, size, reuse: false, effects: effects)
-            let (reused, reusedCached) = try Self.frames(format, size, reuse: true, effects: effects)
+            let (whole, wholeCached) = try await Self.frames(format, size, reuse: false, effects: effects)
+            let (reused, reusedCached) = try await Self.frames(format, size, reuse: true, effects: effects)
             #expect(!wholeCached)
             #expect(reusedCached == reuses, "the background's row pass was \(reusedCached ? "" : "not ")reused at \(size) \(format)")
             // Compared here, not by #expect on the arrays: a failure names the frame and the first byte.
