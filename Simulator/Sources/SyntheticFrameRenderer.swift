@@ -95,7 +95,7 @@ public final class SyntheticFrameRenderer: Sendable {
     struct SceneRect: Sendable { var x0, y0, x1, y1: Int; var color: Int }
 
     final class BackgroundCache: @unchecked Sendable {
-        // Only touched under the renderer's `cache` mutex (`rowBlurred` is made there on first use).
+        // Only touched under the renderer's `cache` mutex (`blurred` is made there, on second use).
         let key: CameraEffects
         let buffer: PixelBuffer
         /// The background blurred at `key.blurRadius`, for frames that reuse it: made when a second
@@ -121,7 +121,7 @@ public final class SyntheticFrameRenderer: Sendable {
     /// Display transfer: code = 16 + 219 · linear^(1/gamma) (video range).
     public static let gamma = 2.2
 
-    /// Whether a blurred frame reuses its background's row pass (`render`); off only to check
+    /// Whether a blurred frame reuses its background blurred once (`render`); off only to check
     /// that the frames are the same either way.
     let reusesBackgroundRowPass: Bool
 
@@ -130,7 +130,7 @@ public final class SyntheticFrameRenderer: Sendable {
         CameraImaging.measure(buffer, request, fullRange: fullRange)
     }
 
-    /// True once the cached background's row pass exists (a blurred frame reused it).
+    /// True once the cached background has been blurred ahead (a blurred frame reused it).
     package var backgroundRowPassIsCached: Bool { cache.withLock { $0?.blurred != nil } }
 
     public convenience init(pixelFormat: PixelFormat, dimensions: Dimensions, frameDuration: MediaTime, seed: UInt64) throws(CaptureError) {
@@ -318,8 +318,8 @@ public final class SyntheticFrameRenderer: Sendable {
     }
 
     /// Copies the cached background for these effects, or draws (and caches) it. With `onlyRows`
-    /// (luma rows), planes the blur will rewrite get only those rows, and the background's row
-    /// pass (made on first use) is returned for the blur to read the others from.
+    /// (luma rows), from the background's second use on, planes the blur will rewrite get only
+    /// those rows, and the background blurred ahead is returned for the blur to take the others from.
     private func drawBackground(_ effects: CameraEffects, into buffer: PixelBuffer,
                                 onlyRows: Range<Int>? = nil) -> (blurred: CameraImaging.BlurredBackground, drawnRows: Range<Int>)? {
         cache.withLock { cached -> (blurred: CameraImaging.BlurredBackground, drawnRows: Range<Int>)? in
