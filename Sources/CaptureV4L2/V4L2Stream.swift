@@ -242,12 +242,13 @@ final class V4L2Stream: ReconfigurableStream, @unchecked Sendable {
             }
         }
         let pts = timestamp(of: b)
-        if let last = lastSequence, b.sequence > last &+ 1 {
-            let count = Int(b.sequence &- last &- 1)
+        let sequence = counted(b.sequence, at: pts)
+        if let last = lastSequence, sequence > last &+ 1 {
+            let count = Int(sequence &- last &- 1)
             noteLoss(count, .discontinuity)
             device.events.post(.samplesDropped(deviceID: id, reason: .discontinuity, count: count, presentationTime: pts))
         }
-        lastSequence = b.sequence
+        lastSequence = sequence
         guard Int(b.index) < buffers.count, !b.flags.contains(.error),
               let pixels = convert(buffers[Int(b.index)].address, used: b.bytesUsed == 0 ? b.length : b.bytesUsed) else {
             // Outputs see a lost frame (AVFoundation's reasons have no "corrupt"); the event says why.
@@ -266,7 +267,7 @@ final class V4L2Stream: ReconfigurableStream, @unchecked Sendable {
             restartedAfter = nil
         }
         lastPTS = pts
-        lastSequenceNumber = sequenceOffset + Int64(b.sequence)
+        lastSequenceNumber = sequenceOffset + Int64(sequence)
         let applied = waitingForFirstFrame
         waitingForFirstFrame = []
         defer { pendingLoss = nil }
@@ -274,6 +275,16 @@ final class V4L2Stream: ReconfigurableStream, @unchecked Sendable {
                                     formatDescription: .video(pixelFormat: pixels.format, dimensions: size),
                                     presentationTime: pts, duration: frameDuration, sequenceNumber: lastSequenceNumber,
                                     discontinuity: pendingLoss), applied: applied)
+    }
+
+    /// The frame's number as counted. A driver that repeats the last number on a frame with a later
+    /// timestamp delivered a new frame, so it counts as the next number and the jump that follows is
+    /// no loss: v4l2loopback 0.12 does this to a reader of a node an earlier writer used (seen in the
+    /// VM: numbers 0, 0, 2, 3 … on frames whose stamps are consecutive). The same number with the
+    /// same timestamp is the same frame again; a smaller number is a count that started over.
+    private func counted(_ sequence: UInt32, at pts: MediaTime) -> UInt32 {
+        guard let last = lastSequence, sequence == last, let before = lastPTS, pts > before else { return sequence }
+        return last &+ 1
     }
 
     /// Adds lost frames to what the next sample reports.

@@ -130,6 +130,29 @@ import Testing
                                                   Discontinuity(count: 1, reason: .discontinuity)])
     }
 
+    /// v4l2loopback 0.12 can hand a reader a new frame under the last frame's number and number the
+    /// next one two on: that repeat is a frame, not a loss, while a real gap after it still counts.
+    @Test func aRepeatedNumberOnALaterFrameIsTheNextFrameNotALoss() throws {
+        let base = 1_000 * Self.ms
+        let fake = FakeCamera(frames: [
+            .init(sequence: 0, timestampNs: base, fill: 10),
+            .init(sequence: 0, timestampNs: base + 33 * Self.ms, fill: 11),   // misnumbered
+            .init(sequence: 2, timestampNs: base + 66 * Self.ms, fill: 12),
+            .init(sequence: 5, timestampNs: base + 166 * Self.ms, fill: 15),   // 3 and 4 lost
+        ])
+        let driver = V4L2Driver(system: fake)
+        let device = try driver.openDevice(uniqueID: "/dev/video0")
+        let format = try #require(device.description.formats.first { $0.pixelFormat == .yuyv && $0.dimensions?.width == 640 })
+        let stream = try device.makeStream(StreamConfiguration(format: format, frameDuration: MediaTime(value: 1, timescale: 30), pace: .realtime))
+        try stream.start(at: HostClock.now())
+        var samples: [SampleBuffer] = []
+        for _ in 0..<4 { samples.append(try #require(try stream.nextSample())) }
+        stream.stop()
+        #expect(samples.map(\.sequenceNumber) == [0, 1, 2, 5])
+        #expect(samples.map(\.discontinuity) == [nil, nil, nil, Discontinuity(count: 2, reason: .discontinuity)])
+        #expect(driver.events.droppedCount(deviceID: "/dev/video0", reason: .discontinuity) == 2)
+    }
+
     /// A session delivering from the fake kernel: outputs' `didDrop` fires for a sequence gap and a
     /// corrupt buffer (both `.discontinuity`: the device lost the frames), with the PTS of the
     /// frame after the loss.
