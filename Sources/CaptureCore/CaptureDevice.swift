@@ -366,8 +366,13 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
             defer { s.opened = nil }
             return s.opened
         }
-        // The device is gone: so is its lock (a reconnected device starts unlocked).
-        Self.locks.withLock { $0[uniqueID] = nil }
+        // The device is gone: so is the lock taken through this object's handle (a reconnected
+        // device starts unlocked). A lock taken through another object's handle stays: another
+        // registry's object is told of its own unplug, and a simulated camera unplugged in one
+        // scenario must not unlock the same ID in another (parallel tests did exactly that).
+        Self.locks.withLock { locks in
+            if let entry = locks[uniqueID], let opened, entry.holder === opened { locks[uniqueID] = nil }
+        }
         (opened as? any ControlReportingDevice)?.setControlReportHandler(nil)
         observers.finishAll()
     }

@@ -48,10 +48,12 @@ import Testing
         session.stopRunning()
     }
 
+    /// On this test's own device ID (`DeviceRig`): configuration locks are process-wide by ID, and
+    /// its unlocks without a lock and its unplug must not touch a parallel test's `sim:back`.
     @Test func deviceCallsWithoutTheLockAfterUnlockAndOnADisconnectedDevice() throws {
-        let scenario = SimulatorScenario()
-        let registry = CaptureKit.makeRegistry(scenario: scenario)
-        let device = try registry.device(uniqueID: "sim:back")
+        let rig = try DeviceRig()
+        let scenario = rig.scenario
+        let device = try rig.device("sim:back")
         device.unlockForConfiguration()             // not locked: a no-op
         #expect(throws: CaptureError.self) { try device.setActiveFormat(device.formats[0]) }
         #expect(throws: CaptureError.self) { try device.setActiveVideoMinFrameDuration(MediaTime(value: 1, timescale: 30)) }
@@ -64,7 +66,7 @@ import Testing
         #expect(throws: CaptureError.self) { try device.applyControl(key: "no.such.control", value: "1") }
         device.unlockForConfiguration()
         device.unlockForConfiguration()             // twice
-        scenario.disconnect("sim:back")
+        scenario.disconnect(device.uniqueID)
         #expect(throws: CaptureError.self) { try device.lockForConfiguration() }
         let session = CaptureSession(pace: .virtual)
         #expect(throws: CaptureError.self) {

@@ -58,6 +58,26 @@ import Testing
         #expect(device.controlStatuses().first { $0.key == "scene.illuminant" }?.current == "4000")
     }
 
+    /// An unplug ends the lock taken through the unplugged object's handle, not one another
+    /// registry's object holds: a simulated camera unplugged in one scenario left a parallel test's
+    /// camera of the same ID unlocked between its lock and its next setter (CI, pass 1).
+    @Test func anUnplugInOneRegistryLeavesAnotherRegistrysLockAlone() throws {
+        let rig = try DeviceRig()
+        let unplugged = try rig.device("sim:back")
+        let otherRig = try DeviceRig(suffix: rig.suffix)
+        let held = try otherRig.device("sim:back")
+        _ = unplugged.activeFormat
+        try unplugged.lockForConfiguration()   // opens its handle, as a session would
+        unplugged.unlockForConfiguration()
+        try held.lockForConfiguration()
+        rig.scenario.disconnect(unplugged.uniqueID)
+        #expect(!unplugged.isConnected && held.isConnected)
+        #expect(held.isLockedForConfiguration)
+        try held.setActiveVideoMinFrameDuration(MediaTime(value: 1, timescale: 15))
+        otherRig.scenario.disconnect(held.uniqueID)
+        #expect(!held.isLockedForConfiguration, "its own unplug ends the lock")
+    }
+
     @Test func anotherClientIsRefusedAcrossRegistriesAndSessionsUntilUnlock() throws {
         let rig = try DeviceRig()
         let device = try rig.device("sim:back")
