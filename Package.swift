@@ -47,8 +47,11 @@ let package = Package(
         // What Swift cannot import: function-like macros, compound literals, ioctl numbers.
         .target(name: "CCaptureShims", dependencies: ["CFFmpeg", "CV4L2", "CALSA"], path: "Sources/CCaptureShims"),
 
-        // Pure Swift: media time, buffers, device facade, session, outputs, driver SPI.
-        .target(name: "CaptureCore", dependencies: [.product(name: "Logging", package: "swift-log")], path: "Sources/CaptureCore"),
+        // sched_setattr(2), which has no libc wrapper: the real-time pump threads ask for short slices.
+        .target(name: "CThreadScheduling", path: "Sources/CThreadScheduling"),
+        // Swift (and one scheduling call): media time, buffers, device facade, session, outputs, driver SPI.
+        .target(name: "CaptureCore", dependencies: ["CThreadScheduling", .product(name: "Logging", package: "swift-log")],
+                path: "Sources/CaptureCore"),
         // Codecs, muxing, decoding, scaling, resampling, JPEG — all through the C libraries.
         .target(
             name: "CaptureMedia",

@@ -503,8 +503,10 @@ public final class CaptureSession: Sendable {
     private func spawn(name: String, _ body: @escaping @Sendable () -> Void) {
         let group = state.withLock { $0.pumps }
         group.enter()
+        let realtime = pace == .realtime
         let thread = Thread { [self] in
             PumpThread.markDelivering(for: self)
+            if realtime { LatencySensitiveThread.requestShortSlice() }
             body()
             group.leave()
         }

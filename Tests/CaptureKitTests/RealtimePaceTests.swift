@@ -37,6 +37,43 @@ import Testing
         }
     }
 
+    /// Real-time pumps ask the kernel for a 0.1 ms slice (they wake for each frame and must hand it
+    /// on before x264's threads take the cores back); a virtual-pace pump keeps the default. Read
+    /// back from the kernel: /proc/self/task/*/sched's `se.slice` (Linux ≥ 6.12).
+    @Test(.enabled(if: RealtimePaceTests.kernelReportsSlices, "this kernel reports no per-thread slice (se.slice: Linux ≥ 6.12)"))
+    func realtimePumpThreadsRunWithAShortSlice() async throws {
+        func threadsWithTheShortSlice() -> Int {
+            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+            return tasks.count { task in
+                guard let sched = try? String(contentsOfFile: "/proc/self/task/\(task)/sched", encoding: .utf8) else { return false }
+                return sched.split(separator: "\n").contains { line in
+                    line.hasPrefix("se.slice") && line.split(separator: ":").last?.trimmingCharacters(in: .whitespaces) == "100000"
+                }
+            }
+        }
+        let before = threadsWithTheShortSlice()
+        for pace in [CapturePace.virtual, .realtime] {
+            let registry = CaptureKit.makeRegistry()
+            let session = CaptureSession(pace: pace)
+            try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "sim:back")))
+            try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "sim:mic")))
+            let output = VideoDataOutput()
+            try session.addOutput(output)
+            let frames = output.sampleBuffers()
+            try session.startRunning()
+            var seen = 0
+            for await _ in frames { seen += 1; if seen == 3 { break } }
+            let running = threadsWithTheShortSlice()
+            session.stopRunning()
+            // Real time: one pump per input (camera and microphone); virtual: none asks.
+            #expect(running - before == (pace == .realtime ? 2 : 0), "\(pace): \(running - before) more threads with a 0.1 ms slice")
+        }
+    }
+
+    static var kernelReportsSlices: Bool {
+        (try? String(contentsOfFile: "/proc/self/sched", encoding: .utf8))?.contains("se.slice") ?? false
+    }
+
     /// A slow encoder must cost the movie output memory (its writer queue), never the device's
     /// pace: the intervals between deliveries on the camera's pump thread stay at the frame period
     /// (100 ms at 10 fps) while every frame takes twice that to encode. (While the encoder ran
