@@ -121,7 +121,7 @@ public final class MovieFileOutput: CaptureOutput {
         var videoFrameInterval = 1
         /// `stopRecording` was called for the current recording (real time: the stop is queued).
         var stopRequested = false
-        var maximumEncoderQueueBytes = 48 << 20
+        var maximumEncoderQueueBytes = 64 << 20  // see maximumEncoderQueueBytes
     }
 
     public init() {}
@@ -315,8 +315,10 @@ public final class MovieFileOutput: CaptureOutput {
         set { state.withLock { $0.videoFrameInterval = max(1, newValue) } }
     }
 
-    /// Real time: the most bytes of video frames that may wait for the encoder (default 48 MiB:
-    /// about 15 frames of 1080p NV12, 3 of 4K, so peak memory stays bounded). A frame that would go past it is dropped and
+    /// Real time: the most bytes of video frames that may wait for the encoder (default 64 MiB:
+    /// about 21 frames of 1080p NV12, 5 of 4K, so peak memory stays bounded). At 4K, x264's first
+    /// frames take 3–5 frame periods while the kernel zeroes its fresh memory; 48 MiB (3 frames)
+    /// dropped 2 of them in most recordings, 64 MiB none (and peak RSS stayed 268 MB). A frame that would go past it is dropped and
     /// counted in `RecordingSummary.videoFramesDroppedLate`: an encoder that cannot keep up costs
     /// frames, reported, never memory without bound. At least one frame always fits.
     public var maximumEncoderQueueBytes: Int {

@@ -47,7 +47,7 @@ struct RecordCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-file-size"), help: "Stop before the file exceeds this many bytes (reason maximumFileSize).")
     var maxFileSize: Int64?
 
-    @Option(name: .customLong("frame-interval"), help: "Record 1 camera frame in N (those numbered a multiple of N), like ffmpeg's -r to a lower rate; the others are counted as skipped. In real time, frames the encoder cannot take are also dropped and counted once 48 MiB of frames wait for it.")
+    @Option(name: .customLong("frame-interval"), help: "Record 1 camera frame in N (those numbered a multiple of N), like ffmpeg's -r to a lower rate; the others are counted as skipped. In real time, frames the encoder cannot take are also dropped and counted once 64 MiB of frames wait for it.")
     var frameInterval: Int = 1
 
     @Option(name: .customLong("fragment-interval"), help: "Seconds per movie fragment; 0 writes an unfragmented file. (default: 10)")
