@@ -20,6 +20,9 @@ struct ck_sched_attr {
     uint32_t sched_util_max;
 };
 
+// <linux/sched.h>'s SCHED_FLAG_RESET_ON_FORK (not included: it clashes with glibc's sched.h).
+#define SCHED_FLAG_RESET_ON_FORK_VALUE 0x01
+
 int ck_request_thread_slice(uint64_t nanoseconds) {
 #if defined(SYS_sched_getattr) && defined(SYS_sched_setattr)
     struct ck_sched_attr attr;
@@ -27,7 +30,10 @@ int ck_request_thread_slice(uint64_t nanoseconds) {
     if (syscall(SYS_sched_getattr, 0, &attr, (unsigned)sizeof attr, 0) != 0) return errno;
     if (attr.sched_policy != SCHED_OTHER) return EPERM;
     attr.size = sizeof attr;
-    attr.sched_flags = 0;
+    // Threads this one starts get the default slice back: the kernel copies a custom slice into
+    // every child, and libdispatch starts its worker threads from whichever thread queues work
+    // (a pump's `async` made short-slice workers, and x264's threads inherited it from those).
+    attr.sched_flags = SCHED_FLAG_RESET_ON_FORK_VALUE;
     attr.sched_runtime = nanoseconds;
     return syscall(SYS_sched_setattr, 0, &attr, 0) == 0 ? 0 : errno;
 #else

@@ -106,11 +106,11 @@ final class NSConditionBox: @unchecked Sendable {
 /// of the CPU is unchanged. Measured with the encoder busy (issue 17, target 4): p99 capture →
 /// delegate 37.2–41.1 → 35.5–36.7 ms at 1080p30, 36.8–37.0 → 34.4–35.5 ms at 640x480.
 package enum LatencySensitiveThread {
-    /// The slice asked for. A data output's delegate thread (the app's queue) is left alone: asking
-    /// for it too gained nothing measurable, and that thread is not CaptureKit's.
+    /// The slice asked for. Asking for it from inside a delegate (on whichever libdispatch worker ran
+    /// it) gained nothing measurable; a data output's own `DeliveryThread` asks for it instead.
     static let slice: UInt64 = 100_000
 
-    /// Called first on a new real-time pump thread.
+    /// Called first on a new real-time pump or delivery thread.
     package static func requestShortSlice() {
         _ = ck_request_thread_slice(slice)
     }

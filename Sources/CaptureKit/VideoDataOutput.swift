@@ -3,7 +3,9 @@ import CaptureMedia
 import Dispatch
 
 /// Receives frames from a video data output (AVCaptureVideoDataOutputSampleBufferDelegate).
-/// Callbacks run on the queue given with the delegate, one at a time.
+/// Callbacks run on the queue given with the delegate, one at a time. In real time the output's own
+/// delivery thread enters that queue (`sync`), so a callback usually runs on that thread, which
+/// preempts the encoder sooner when a frame is due; in virtual pace they are queued with `async`.
 public protocol VideoDataOutputSampleBufferDelegate: AnyObject, Sendable {
     func dataOutput(_ output: VideoDataOutput, didOutput sample: SampleBuffer, from connection: CaptureConnection)
     /// Frames that were not delivered: once per dropped frame, with the reason.
@@ -42,6 +44,7 @@ public final class VideoDataOutput: CaptureOutput {
     private let state = Locked(State())
     private let feeds = SampleBufferFeeds()
     private let transformer = Locked(FrameTransformer())
+    private let deliveryThread = DeliveryThread(name: "CaptureKit.VideoDataOutput.delivery")
 
     private struct State {
         var settings = VideoSettings()
@@ -151,10 +154,20 @@ public final class VideoDataOutput: CaptureOutput {
             reportDrop(.lateData, at: sample.presentationTime, connection, countOnly: true)
         }
         guard let delegate, let queue else { return }
-        queue.async {
+        deliver(on: queue) {
             delegate.dataOutput(self, didOutput: sample, from: connection)
             self.state.withLock { $0.inFlight -= 1 }
             self.attachment.demandChanged()
+        }
+    }
+
+    /// Real time: through the output's delivery thread (see `DeliveryThread`); virtual pace, where
+    /// nothing waits on the clock: straight onto the queue.
+    private func deliver(on queue: DispatchQueue, _ callback: @escaping @Sendable () -> Void) {
+        if attachment.pace == .realtime {
+            deliveryThread.enqueue { queue.sync(execute: callback) }
+        } else {
+            queue.async(execute: callback)
         }
     }
 
@@ -164,7 +177,7 @@ public final class VideoDataOutput: CaptureOutput {
             return (s.delegate, s.queue)
         }
         guard !countOnly, let delegate, let queue else { return }
-        queue.async { delegate.dataOutput(self, didDrop: reason, presentationTime: pts, from: connection) }
+        deliver(on: queue) { delegate.dataOutput(self, didDrop: reason, presentationTime: pts, from: connection) }
     }
 }
 

@@ -171,3 +171,99 @@ final class DeliveryClock: CaptureOutput {
     }
     func sessionDidStop() {}
 }
+
+/// Records, for each callback, the thread's slice, whether it ran on the delegate's queue, and the PTS.
+final class QueueProbe: VideoDataOutputSampleBufferDelegate {
+    struct Call: Sendable { var slice: String?; var onQueue: Bool; var pts: MediaTime }
+    let key: DispatchSpecificKey<Int>
+    let calls = Locked<[Call]>([])
+    init(key: DispatchSpecificKey<Int>) { self.key = key }
+    func dataOutput(_ output: VideoDataOutput, didOutput sample: SampleBuffer, from connection: CaptureConnection) {
+        let call = Call(slice: RealtimePaceTests.currentThreadSlice(), onQueue: DispatchQueue.getSpecific(key: key) == 7,
+                        pts: sample.presentationTime)
+        calls.withLock { $0.append(call) }
+    }
+}
+
+/// In `RealtimePaceTests` so that CI runs them in its real-time pass, away from the CPU-bound suites.
+extension RealtimePaceTests {
+    /// Issue 17, latency (a): in real time a video data output enters the delegate's queue from its
+    /// own delivery thread, which has the pumps' short slice, so the callback does not wait for one
+    /// of libdispatch's threads to win a core from x264. The callbacks still run on the queue, in
+    /// order; in virtual pace they are queued with `async` as before (no short slice).
+    @Test(.enabled(if: RealtimePaceTests.kernelReportsSlices, "this kernel reports no per-thread slice (se.slice: Linux ≥ 6.12)"))
+    func realtimeCallbacksRunOnTheQueueFromAShortSliceThread() async throws {
+        for pace in [CapturePace.virtual, .realtime] {
+            let key = DispatchSpecificKey<Int>()
+            let queue = DispatchQueue(label: "RealtimePaceTests.delegate.\(pace)")
+            queue.setSpecific(key: key, value: 7)
+            let probe = QueueProbe(key: key)
+            let registry = CaptureKit.makeRegistry()
+            let session = CaptureSession(pace: pace)
+            try session.setSessionPreset(.vga640x480)
+            try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "sim:back")))
+            let output = VideoDataOutput()
+            output.setSampleBufferDelegate(probe, queue: queue)
+            try session.addOutput(output)
+            try session.startRunning()
+            let deadline = ContinuousClock.now + .seconds(30)
+            while probe.calls.withLock({ $0.count }) < 6, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+            session.stopRunning()
+            let calls = probe.calls.withLock { $0 }
+            #expect(calls.count >= 6, "\(pace): \(calls.count) callbacks")
+            #expect(calls.allSatisfy { $0.onQueue }, "\(pace): a callback ran off the delegate's queue")
+            #expect(zip(calls, calls.dropFirst()).allSatisfy { $0.pts < $1.pts }, "\(pace): callbacks out of order")
+            let slices = calls.map { $0.slice ?? "none" }
+            if pace == .realtime {
+                #expect(slices.allSatisfy { $0 == "100000" }, "real time: slices \(slices)")
+            } else {
+                #expect(!slices.contains("100000"), "virtual: slices \(slices)")
+            }
+        }
+    }
+
+    /// The delivery thread runs jobs in the order given, ends after a second without work (an output
+    /// never keeps an idle thread), and starts again with the next job.
+    @Test func deliveryThreadKeepsOrderEndsWhenIdleAndRestarts() async throws {
+        let thread = DeliveryThread(name: "RealtimePaceTests.delivery")
+        let seen = Locked<[Int]>([])
+        for i in 0..<200 { thread.enqueue { seen.withLock { $0.append(i) } } }
+        var deadline = ContinuousClock.now + .seconds(10)
+        while seen.withLock({ $0.count }) < 200, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(seen.withLock { $0 } == Array(0..<200))
+        deadline = ContinuousClock.now + .seconds(10)
+        while thread.isRunning, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(!thread.isRunning, "still running after 10 s without work")
+        thread.enqueue { seen.withLock { $0.append(200) } }
+        deadline = ContinuousClock.now + .seconds(10)
+        while seen.withLock({ $0.count }) < 201, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(seen.withLock { $0.last } == 200)
+    }
+}
+
+extension RealtimePaceTests {
+    /// The short slice stays with the thread that asked for it: the kernel copies a custom slice into
+    /// every thread started from it, and libdispatch starts its workers from whichever thread queues
+    /// work, so without SCHED_FLAG_RESET_ON_FORK a pump's `async` made short-slice dispatch workers
+    /// (and x264's threads inherited it from the writer's worker) — seen as virtual-pace callbacks
+    /// running on threads with a 0.1 ms slice while real-time sessions ran beside them.
+    @Test(.enabled(if: RealtimePaceTests.kernelReportsSlices, "this kernel reports no per-thread slice (se.slice: Linux ≥ 6.12)"))
+    func threadsStartedFromAShortSliceThreadGetTheDefaultSlice() async throws {
+        let seen = Locked<(parent: String?, child: String?)>((nil, nil))
+        let done = DispatchSemaphore(value: 0)
+        let parent = Thread {
+            LatencySensitiveThread.requestShortSlice()
+            let parentSlice = RealtimePaceTests.currentThreadSlice()
+            let child = Thread {
+                seen.withLock { $0 = (parentSlice, RealtimePaceTests.currentThreadSlice()) }
+                done.signal()
+            }
+            child.start()
+        }
+        parent.start()
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        let slices = seen.withLock { $0 }
+        #expect(slices.parent == "100000")
+        #expect(slices.child != nil && slices.child != "100000", "child thread slice \(slices.child ?? "none")")
+    }
+}
