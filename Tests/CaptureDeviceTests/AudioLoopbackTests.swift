@@ -125,7 +125,7 @@ struct AudioLoopbackTests {
         try await Task.sleep(for: .milliseconds(300))
         let sink = try ALSAPlaybackDevice(name: DeviceEnvironment.loopbackPlayback,
                                           format: AudioStreamFormat(sampleRate: format.sampleRate, channelCount: format.channelCount, sampleFormat: .float32))
-        let player = try AudioPlayer(path: sourcePath, output: sink, pace: .realtime, audioSession: AudioSession(registry: registry))
+        let player = try AudioPlayer(path: sourcePath, output: sink, pace: .realtime, audioSession: AudioSession(registry: registry, interruptionDomain: AudioInterruptionDomain()))
         #expect(player.play(), "\(String(describing: player.error))")
         await player.waitUntilStopped()  // after the card drained: the last sample has been played
         try await Task.sleep(for: .milliseconds(500))
@@ -223,7 +223,7 @@ struct AudioLoopbackTests {
     /// capture volume and no capture-source selector, so the gain is not settable (a typed error)
     /// and there are no data sources.
     @Test func theLoopbackCardsCapturePCMsAreLoopbackPortsWithoutAMixerGain() throws {
-        let session = AudioSession(registry: DeviceRegistry(drivers: [ALSADriver()]))
+        let session = AudioSession(registry: DeviceRegistry(drivers: [ALSADriver()]), interruptionDomain: AudioInterruptionDomain())
         let port = try #require(session.availableInputs.first { $0.uid == DeviceEnvironment.loopbackCapture })
         print("hw:Loopback ports: \(session.availableInputs.map(\.description))")
         #expect(port.portType == .loopback)

@@ -13,7 +13,7 @@ import Testing
         let rig = try DeviceRig(suffix: "seed003")
 
         // Configure the audio session
-        let audioSession = AudioSession(registry: rig.registry)
+        let audioSession = AudioSession(registry: rig.registry, interruptionDomain: AudioInterruptionDomain())
         try audioSession.setCategory(.playAndRecord)
         try audioSession.setActive(true)
 
@@ -70,7 +70,10 @@ import Testing
     /// for as long as was recorded.
     @Test func seed002RecordWithMeteringPauseResumeStopAndPlayBack() async throws {
         let rig = try DeviceRig(suffix: "seed002")
-        let audioSession = AudioSession(registry: rig.registry)
+        // Its own interruption domain: in the process-wide one, seed 003 activating its own
+        // play-and-record session beside this test interrupted (paused) this recorder, which then
+        // recorded nothing for 60 s (CI: meters −160 dB, paused at 0.0 s).
+        let audioSession = AudioSession(registry: rig.registry, interruptionDomain: AudioInterruptionDomain())
         try audioSession.setCategory(.playAndRecord)
         try audioSession.setActive(true)
 

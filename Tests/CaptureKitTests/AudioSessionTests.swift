@@ -40,7 +40,7 @@ enum AudioSessionTestSupport {
     /// session with an audio input) and playback (an AudioPlayer), refusals as typed errors.
     @Test func categoriesPermitAndRefuseRecordingAndPlaybackAsTheTableSays() async throws {
         let rig = try DeviceRig(suffix: "categories")
-        let audioSession = AudioSession(registry: rig.registry)
+        let audioSession = AudioSession(registry: rig.registry, interruptionDomain: AudioInterruptionDomain())
         #expect(audioSession.category == .playAndRecord, "default: what a capture session configures")
         let dir = try TestSupport.temporaryDirectory()
         // A short file to play.
@@ -97,7 +97,7 @@ enum AudioSessionTestSupport {
     /// back one 1.5 kHz; the registry's default microphone follows the preferred input.
     @Test func preferredInputAndDataSourceSelectThePhonesFrontMicrophone() async throws {
         let rig = try DeviceRig(suffix: "frontmic")
-        let audioSession = AudioSession(registry: rig.registry)
+        let audioSession = AudioSession(registry: rig.registry, interruptionDomain: AudioInterruptionDomain())
         let builtInMic = try require(audioSession.availableInputs.first { $0.portType == .builtInMic })
         #expect(builtInMic.uid == rig.id("sim:mic"))
         #expect(builtInMic.dataSources?.map(\.dataSourceName) == ["Front", "Back", "Bottom"])
@@ -132,7 +132,7 @@ enum AudioSessionTestSupport {
     /// The simulator's gain stage really scales the samples: inputGain 0.5 records 6.02 dB lower.
     @Test func inputGainOfOneHalfHalvesTheRecordedRMS() async throws {
         let rig = try DeviceRig(suffix: "inputgain")
-        let audioSession = AudioSession(registry: rig.registry)
+        let audioSession = AudioSession(registry: rig.registry, interruptionDomain: AudioInterruptionDomain())
         #expect(audioSession.isInputGainSettable)
         #expect(audioSession.inputGain == 1)
         let full = try await AudioSessionTestSupport.recordWAV(rig, microphone: rig.id("sim:mic"), seconds: 0.9, name: "unity")
@@ -151,7 +151,7 @@ enum AudioSessionTestSupport {
     /// finalizes a file ffprobe reads.
     @Test func unpluggingTheUSBMicrophoneIsARouteChangeAndTheRecordingIsPlayable() async throws {
         let rig = try DeviceRig(suffix: "usbmic")
-        let audioSession = AudioSession(registry: rig.registry)
+        let audioSession = AudioSession(registry: rig.registry, interruptionDomain: AudioInterruptionDomain())
         let log = AudioSessionEventLog(audioSession)
         var stream = audioSession.notifications().makeAsyncIterator()
         let usb = rig.id("sim:usbmic")
@@ -237,7 +237,7 @@ final class BufferSizeProbe: CaptureOutput, Sendable {
     /// at 48 kHz (1024 without a preference).
     @Test func thePreferredIOBufferDurationSetsTheMicrophonesBufferSize() async throws {
         let rig = try DeviceRig(suffix: "iobuffer")
-        let audioSession = AudioSession(registry: rig.registry)
+        let audioSession = AudioSession(registry: rig.registry, interruptionDomain: AudioInterruptionDomain())
         #expect(abs(audioSession.ioBufferDuration - 1024.0 / 48_000) < 1e-9)
         for (duration, expected) in [(0.0, 1024), (0.005, 240)] {
             try audioSession.setPreferredIOBufferDuration(duration)

@@ -38,7 +38,7 @@ final class PlaybackDelegateSpy: AudioPlayerDelegate {
     @Test func theMixerCaptureVolumeIsTheSessionsInputGain() throws {
         let fake = FakeALSA()
         let registry = DeviceRegistry(drivers: [ALSADriver(system: fake)])
-        let session = AudioSession(registry: registry)
+        let session = AudioSession(registry: registry, interruptionDomain: AudioInterruptionDomain())
         let port = try #require(session.availableInputs.first)
         #expect(port.uid == FakeALSA.pcmName)
         #expect(port.portType == .builtInMic)
@@ -64,7 +64,7 @@ final class PlaybackDelegateSpy: AudioPlayerDelegate {
         fake.state.withLock { $0.playbackTakesFloat = cardTakesFloat }
         let driver = ALSADriver(system: fake)
         let device = driver.playbackDevice(name: FakeALSA.pcmName, format: Self.mono)
-        let player = try AudioPlayer(path: path, output: device, pace: .realtime, audioSession: AudioSession(registry: DeviceRegistry(drivers: [driver])))
+        let player = try AudioPlayer(path: path, output: device, pace: .realtime, audioSession: AudioSession(registry: DeviceRegistry(drivers: [driver]), interruptionDomain: AudioInterruptionDomain()))
         let delegate = PlaybackDelegateSpy()
         player.delegate = delegate
         player.volume = 0.5
@@ -90,7 +90,7 @@ final class PlaybackDelegateSpy: AudioPlayerDelegate {
         fake.injectWrites([nil, nil, .brokenPipe])
         let driver = ALSADriver(system: fake)
         let device = driver.playbackDevice(name: FakeALSA.pcmName, format: Self.mono)
-        let player = try AudioPlayer(path: path, output: device, pace: .realtime, audioSession: AudioSession(registry: DeviceRegistry(drivers: [driver])))
+        let player = try AudioPlayer(path: path, output: device, pace: .realtime, audioSession: AudioSession(registry: DeviceRegistry(drivers: [driver]), interruptionDomain: AudioInterruptionDomain()))
         #expect(player.play())
         await player.waitUntilStopped()
         #expect(device.underrunCount == 1)
@@ -108,7 +108,7 @@ final class PlaybackDelegateSpy: AudioPlayerDelegate {
         let fake = FakeALSA()
         fake.injectWrites([nil, nil, .noDevice])
         let driver = ALSADriver(system: fake)
-        let session = AudioSession(registry: DeviceRegistry(drivers: [driver]))
+        let session = AudioSession(registry: DeviceRegistry(drivers: [driver]), interruptionDomain: AudioInterruptionDomain())
         let changes = Locked<[(AudioSessionRouteChangeReason, [String])]>([])
         session.addObserver { event in
             if case .routeChange(let reason, let previous) = event { changes.withLock { $0.append((reason, previous.outputs.map(\.uid))) } }
@@ -177,7 +177,7 @@ final class PlaybackDelegateSpy: AudioPlayerDelegate {
     @Test func theCaptureSourceSelectorIsThePortsDataSources() throws {
         let fake = FakeALSA()
         fake.state.withLock { $0.captureSources = ALSACaptureSources(element: "Capture Source", items: ["Mic", "Line", "Front Mic"], selected: 0) }
-        let session = AudioSession(registry: DeviceRegistry(drivers: [ALSADriver(system: fake)]))
+        let session = AudioSession(registry: DeviceRegistry(drivers: [ALSADriver(system: fake)]), interruptionDomain: AudioInterruptionDomain())
         let port = try #require(session.availableInputs.first)
         #expect(port.dataSources?.map(\.dataSourceName) == ["Mic", "Line", "Front Mic"])
         #expect(port.selectedDataSource?.dataSourceName == "Mic")
