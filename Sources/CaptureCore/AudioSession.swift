@@ -182,7 +182,8 @@ public enum AudioSessionPortOverride: String, Sendable, Hashable {
 ///
 /// Interruptions are between sessions of this process: activating a category that does not mix
 /// interrupts every other active session (`.began`); deactivating with `notifyOthers` ends them
-/// (`.ended(shouldResume: true)`).
+/// (`.ended(shouldResume: true)`). Tests that run in parallel pass their own
+/// `AudioInterruptionDomain()`, or one test's activation pauses another's recorder.
 public final class AudioSession: Sendable {
     public let registry: DeviceRegistry
     /// The sessions that interrupt each other (default: the whole process).
