@@ -152,9 +152,14 @@ public final class AudioRecorder: Sendable {
     /// Why the recording failed, if it did.
     public var error: CaptureError? { output.error }
 
-    /// Waits until the recording is finished (stopped, at its duration, or failed).
+    /// Waits until the recording is finished (stopped, at its duration, or failed) and the
+    /// microphone is free for another session.
     public func waitUntilFinished() async {
         while output.isActive { try? await Task.sleep(for: .milliseconds(5)) }
+        // A recording that reached its duration stops its session from another thread; stopping
+        // here too waits for that stop (they are serialized), so the device is released on return
+        // (under TSan a session started right after found the microphone still streaming).
+        session.stopRunning()
     }
 
     // MARK: Metering
@@ -280,8 +285,9 @@ final class RecorderOutput: CaptureOutput, Sendable {
         stop(success: false)
     }
 
-    /// Finishes the file once; tells the delegate with the outcome.
-    func stop(success: Bool) {
+    /// Finishes the file once; tells the delegate with the outcome, after `release` (stopping the
+    /// session) when one is given, so the delegate finds the microphone free.
+    func stop(success: Bool, release: (@Sendable () -> Void)? = nil) {
         let finished: (MovieWriter?, (any AudioRecorderDelegate)?, AudioRecorder?)? = state.withLock { s in
             guard s.phase != .idle, s.phase != .finishing else { return nil }
             s.phase = .finishing
@@ -302,9 +308,13 @@ final class RecorderOutput: CaptureOutput, Sendable {
             if let failure { s.error = failure }
             s.phase = .idle
         }
-        if let delegate, let recorder {
-            let flag = ok
-            DispatchQueue.global().async { delegate.audioRecorderDidFinishRecording(recorder, successfully: flag) }
+        let flag = ok
+        let listener = delegate.flatMap { delegate in recorder.map { (delegate, $0) } }
+        if release != nil || listener != nil {
+            DispatchQueue.global().async {
+                release?()
+                if let (delegate, recorder) = listener { delegate.audioRecorderDidFinishRecording(recorder, successfully: flag) }
+            }
         }
     }
 
@@ -340,9 +350,7 @@ final class RecorderOutput: CaptureOutput, Sendable {
         switch outcome {
         case .none: break
         case .reachedLimit:
-            stop(success: true)
-            let stopSession = self.stopSession
-            DispatchQueue.global().async { stopSession?() }
+            stop(success: true, release: self.stopSession)
         case .failed(let error):
             fail(error)
         }

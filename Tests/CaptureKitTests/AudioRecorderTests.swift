@@ -10,6 +10,19 @@ final class RecorderDelegateSpy: AudioRecorderDelegate, AudioPlayerDelegate {
 }
 
 enum AudioTestSupport {
+    /// Starts and stops a virtual-pace session on `microphone`: "started", or why it could not.
+    static func startAndStopASession(on microphone: CaptureDevice) -> String {
+        let session = CaptureSession(pace: .virtual)
+        do {
+            try session.addInput(CaptureDeviceInput(device: microphone))
+            try session.startRunning()
+            session.stopRunning()
+            return "started"
+        } catch {
+            return "\(error)"
+        }
+    }
+
     /// A registry whose `sim:mic` plays a 1 kHz tone at `level` dBFS (−∞ = silence), 48 kHz mono.
     static func registry(toneLevel level: Double) -> DeviceRegistry {
         // Profiles are data: write one for a microphone at this level (−1000 dB is silence in Float).
@@ -90,6 +103,41 @@ enum AudioTestSupport {
         let duration = Double(stream["duration"] as? String ?? "0") ?? 0
         #expect(abs(duration - 0.5) < 0.03, "duration \(duration)")
         #expect(recorder.recordedDuration == 0.5)  // record(forDuration:) is sample-accurate
+    }
+
+    /// A recording that reaches its duration frees the microphone before the delegate hears of it
+    /// and before `waitUntilFinished` returns: a session started then gets the device. (Its session
+    /// used to stop on another thread afterwards; under TSan the next session found the microphone
+    /// still streaming, `deviceInUse`.)
+    @Test func theMicrophoneIsFreeWhenARecordingOfAGivenDurationHasFinished() async throws {
+        let dir = try TestSupport.temporaryDirectory()
+        let registry = AudioTestSupport.registry(toneLevel: -12)
+        let microphone = try registry.device(uniqueID: "sim:mic")
+        final class StartsASession: AudioRecorderDelegate {
+            let microphone: CaptureDevice
+            let outcomes = Locked<[String]>([])
+            init(_ microphone: CaptureDevice) { self.microphone = microphone }
+            func audioRecorderDidFinishRecording(_ recorder: AudioRecorder, successfully flag: Bool) {
+                outcomes.withLock { $0.append(AudioTestSupport.startAndStopASession(on: microphone)) }
+            }
+        }
+        // Even takes: the delegate starts a session in its callback. Odd takes: no delegate, the
+        // test starts one as soon as `waitUntilFinished` returns (not both: they would compete).
+        let delegate = StartsASession(microphone)
+        for take in 0..<20 {
+            let recorder = try AudioRecorder(path: dir + "/take\(take).wav", settings: AudioRecorderSettings(format: .wav),
+                                             registry: registry)
+            if take % 2 == 0 { recorder.delegate = delegate }
+            #expect(recorder.record(forDuration: 0.05))
+            await recorder.waitUntilFinished()
+            #expect(recorder.recordedDuration == 0.05)
+            if take % 2 == 0 {
+                await AssetTestSupport.waitUntil(seconds: 30) { delegate.outcomes.withLock { $0.count } > take / 2 }
+            } else {
+                #expect(AudioTestSupport.startAndStopASession(on: microphone) == "started", "take \(take), after waitUntilFinished")
+            }
+        }
+        #expect(delegate.outcomes.withLock { $0 } == Array(repeating: "started", count: 10), "in the delegate's callback")
     }
 
     @Test func pauseStopDeleteAndOverwrite() async throws {
