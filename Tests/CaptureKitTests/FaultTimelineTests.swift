@@ -44,11 +44,22 @@ private struct Rig {
     let registry: DeviceRegistry
     let session: CaptureSession
 
+    /// `ownIDs`: the simulator's devices get "-<ownIDs>" after their IDs (as `DeviceRig` does), for
+    /// a test whose outcome depends on the process-wide configuration lock of its camera.
     init(_ timeline: FaultTimeline, camera: String? = "sim:back", microphone: String? = nil, pixelFormat: PixelFormat? = nil,
-         size: Dimensions = Dimensions(width: 640, height: 480)) throws {
+         size: Dimensions = Dimensions(width: 640, height: 480), ownIDs: String? = nil) throws {
         scenario = SimulatorScenario()
         scenario.faults = timeline
-        registry = CaptureKit.makeRegistry(seed: 3, scenario: scenario)
+        if let ownIDs {
+            let profiles = try SimulatedDeviceProfile.builtIn().map { p -> SimulatedDeviceProfile in
+                var p = p
+                p.uniqueID += "-" + ownIDs
+                return p
+            }
+            registry = DeviceRegistry(drivers: [SimulatorDriver(seed: 3, profiles: profiles, scenario: scenario)])
+        } else {
+            registry = CaptureKit.makeRegistry(seed: 3, scenario: scenario)
+        }
         session = CaptureSession(pace: .virtual)
         try session.setSessionPreset(.inputPriority)
         if let camera {
@@ -216,11 +227,15 @@ private func seconds(_ s: Double) -> MediaTime { MediaTime(seconds: s, preferred
         #expect(after !== before && after.isConnected)
     }
 
+    /// On its own device ID: configuration locks are process-wide by ID, so while a parallel test
+    /// held sim:back's lock (same client) this test's lock nested in it without asking the driver,
+    /// and frame 10 read "locked" (CI, once).
     @Test func anotherProcessTakesAndReleasesTheConfigurationPriority() async throws {
-        let timeline = FaultTimeline([FaultEvent(at: .frame(5), device: "sim:back", fault: .configurationPriorityTaken(holder: "pid 99 (other)")),
-                                      FaultEvent(at: .frame(15), device: "sim:back", fault: .configurationPriorityReleased)])
-        let rig = try Rig(timeline)
-        let device = try rig.registry.device(uniqueID: "sim:back")
+        let camera = "sim:back-priority"
+        let timeline = FaultTimeline([FaultEvent(at: .frame(5), device: camera, fault: .configurationPriorityTaken(holder: "pid 99 (other)")),
+                                      FaultEvent(at: .frame(15), device: camera, fault: .configurationPriorityReleased)])
+        let rig = try Rig(timeline, camera: camera, ownIDs: "priority")
+        let device = try rig.registry.device(uniqueID: camera)
         let results = Locked<[Int64: String]>([:])
         let collector = FaultCollector(limit: 20) { sample in
             guard [2, 10, 18].contains(sample.sequenceNumber) else { return }
