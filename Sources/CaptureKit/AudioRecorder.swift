@@ -309,12 +309,10 @@ final class RecorderOutput: CaptureOutput, Sendable {
             s.phase = .idle
         }
         let flag = ok
-        let listener = delegate.flatMap { delegate in recorder.map { (delegate, $0) } }
-        if release != nil || listener != nil {
-            DispatchQueue.global().async {
-                release?()
-                if let (delegate, recorder) = listener { delegate.audioRecorderDidFinishRecording(recorder, successfully: flag) }
-            }
+        guard release != nil || (delegate != nil && recorder != nil) else { return }
+        DispatchQueue.global().async {
+            release?()
+            if let delegate, let recorder { delegate.audioRecorderDidFinishRecording(recorder, successfully: flag) }
         }
     }
 
