@@ -9,12 +9,35 @@ public struct ToneGenerator: Sendable {
     public let sampleRate: Int
     private let amplitude: Double
     private let burstLength: Int64
+    /// `sample`'s value for every phase step `(i × f) mod rate` (both sines use the same steps), so
+    /// `fill` reads a table instead of calling `sin` per sample: the same expression, the same bits.
+    private let wave: [Float]
 
     public init(spec: SyncToneSpec, sampleRate: Int) {
         self.spec = spec
         self.sampleRate = sampleRate
         amplitude = pow(10, spec.toneLevelDBFS / 20)
         burstLength = Int64((spec.burstDuration * Double(sampleRate)).rounded())
+        wave = Self.wave(amplitude: amplitude, rate: sampleRate)
+    }
+
+    /// One table per (amplitude, rate) in the process: a stream's generators and every session share it.
+    private static let waves = Locked<[WaveKey: [Float]]>([:])
+    private struct WaveKey: Hashable { let amplitudeBits: UInt64; let rate: Int }
+
+    private static func wave(amplitude: Double, rate: Int) -> [Float] {
+        let key = WaveKey(amplitudeBits: amplitude.bitPattern, rate: rate)
+        if let cached = waves.withLock({ $0[key] }) { return cached }
+        let table = (0..<max(rate, 1)).map { Self.value(amplitude: amplitude, cycles: Int64($0), rate: Int64(rate)) }
+        waves.withLock { $0[key] = table }
+        return table
+    }
+
+    /// The sine at `cycles / rate` of a turn, scaled: the one expression behind `sample` and `wave`.
+    @inline(__always)
+    private static func value(amplitude: Double, cycles: Int64, rate: Int64) -> Float {
+        let phase = 2 * Double.pi * Double(cycles) / Double(rate)
+        return Float(amplitude * sin(phase))
     }
 
     /// Whether sample `i` falls inside a sync burst.
@@ -24,20 +47,26 @@ public struct ToneGenerator: Sendable {
     }
 
     public func sample(_ i: Int64) -> Float {
-        let rate = Int64(sampleRate)
-        let frequency = isBurst(sample: i) ? spec.burstFrequency : spec.toneFrequency
-        // Reduce the phase in integers first so precision does not decay over long recordings.
-        let f = Int64(frequency.rounded())
-        let cycles = (i * f) % rate
-        let phase = 2 * Double.pi * Double(cycles) / Double(rate)
-        return Float(amplitude * sin(phase))
+        Self.value(amplitude: amplitude, cycles: cycles(i), rate: Int64(sampleRate))
     }
 
-    /// Fills `count` interleaved frames starting at sample `first`, the same value on every channel.
+    /// Sample `i`'s phase step: `(i × f) mod rate`. Reduced in integers first so precision does not
+    /// decay over long recordings.
+    @inline(__always)
+    private func cycles(_ i: Int64) -> Int64 {
+        let frequency = isBurst(sample: i) ? spec.burstFrequency : spec.toneFrequency
+        return (i * Int64(frequency.rounded())) % Int64(sampleRate)
+    }
+
+    /// Fills `count` interleaved frames starting at sample `first`, the same value on every channel
+    /// (`sample`'s values, read from the table).
     public func fill(_ out: UnsafeMutablePointer<Float>, first: Int64, count: Int, channels: Int) {
-        for n in 0..<count {
-            let value = sample(first + Int64(n))
-            for c in 0..<channels { out[n * channels + c] = value }
+        wave.withUnsafeBufferPointer { wave in
+            for n in 0..<count {
+                let step = cycles(first + Int64(n))
+                let value = step >= 0 ? wave[Int(step)] : sample(first + Int64(n))
+                for c in 0..<channels { out[n * channels + c] = value }
+            }
         }
     }
 }

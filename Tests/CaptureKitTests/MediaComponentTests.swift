@@ -56,6 +56,29 @@ import Testing
         #expect(abs((ToneAnalysis.dominantFrequency(samples: Array(samples[4_800..<48_000]), sampleRate: 48_000) ?? 0) - 1000) < 1)
     }
 
+    /// `fill` reads the tone from a table of one turn; the microphone's PCM (and so every AAC file
+    /// and golden) must stay `sample`'s very bits, bursts and odd rates included.
+    @Test func toneFillIsSampleBitForBit() {
+        var quieter = SyncToneSpec()
+        quieter.toneFrequency = 440
+        quieter.toneLevelDBFS = -6
+        for (rate, spec) in [(48_000, SyncToneSpec()), (44_100, quieter), (8_000, SyncToneSpec())] {
+            let tone = ToneGenerator(spec: spec, sampleRate: rate)
+            for first in [Int64(0), Int64(rate) - 700, 3_600 * Int64(rate) + 11] {
+                let count = 3_000
+                var out = [Float](repeating: .nan, count: count * 2)
+                out.withUnsafeMutableBufferPointer { tone.fill($0.baseAddress!, first: first, count: count, channels: 2) }
+                var mismatches = 0
+                for n in 0..<count {
+                    let expected = tone.sample(first + Int64(n)).bitPattern
+                    if out[2 * n].bitPattern != expected || out[2 * n + 1].bitPattern != expected { mismatches += 1 }
+                }
+                #expect(mismatches == 0, "\(rate) Hz from sample \(first): \(mismatches) of \(count) differ")
+                #expect(out.contains { $0 != 0 }, "the tone is not silent")
+            }
+        }
+    }
+
     @Test func swscaleConvertsYUYVToI420AndBack() throws {
         let size = Dimensions(width: 320, height: 240)
         let renderer = try SyntheticFrameRenderer(pixelFormat: .yuyv, dimensions: size, frameDuration: MediaTime(value: 1, timescale: 30), seed: 1)
