@@ -246,14 +246,50 @@ enum CameraImaging {
     /// Adds luma noise of standard deviation `sigma` code values; the tile window depends only on (seed, frame).
     static func addNoise(_ buffer: PixelBuffer, sigma: Double, seed: UInt64, frame: Int64) {
         guard let luma = channels(buffer).first else { return }
-        var random = SeededRandom(seed: seed ^ (UInt64(bitPattern: frame) &* 0x9E37_79B9_7F4A_7C15) ^ 0xA5A5_5A5A)
-        let start = Int(random.next() & UInt64(tileMask))
-        let rowJump = Int(random.next() & UInt64(tileMask)) | 1
+        let (start, rowJump) = noiseWindow(seed: seed, frame: frame)
         let base = buffer.producerBaseAddress(ofPlane: luma.plane).assumingMemoryBound(to: UInt8.self) + luma.offset
         deltas(sigma: sigma).withUnsafeBufferPointer { tile in
             ck_add_noise(base, buffer.bytesPerRow[luma.plane], Int32(luma.step), Int32(luma.width), Int32(luma.height),
                          tile.baseAddress!, Int32(tileMask), Int32(start), Int32(rowJump))
         }
+    }
+
+    /// `addNoise` on a buffer whose luma rows outside `inPlace` have not been written yet: those rows
+    /// are read from `source` (same layout, e.g. the background) and written noised in one pass; the
+    /// rows in `inPlace` get the noise in place. Same bytes as copying the rows and then `addNoise`.
+    /// For layouts where luma fills a plane of its own (`canNoiseFromSource`).
+    static func addNoise(_ buffer: PixelBuffer, sigma: Double, seed: UInt64, frame: Int64, from source: PixelBuffer, inPlace: Range<Int>) {
+        guard let luma = channels(buffer).first else { return }
+        precondition(source.format == buffer.format && source.bytesPerRow == buffer.bytesPerRow && canNoiseFromSource(buffer),
+                     "the noise source must share the buffer's layout")
+        let (start, rowJump) = noiseWindow(seed: seed, frame: frame)
+        let base = buffer.producerBaseAddress(ofPlane: luma.plane).assumingMemoryBound(to: UInt8.self) + luma.offset
+        let from = source.baseAddress(ofPlane: luma.plane).assumingMemoryBound(to: UInt8.self) + luma.offset
+        let stride = buffer.bytesPerRow[luma.plane]
+        let rows = inPlace.clamped(to: 0..<luma.height)
+        deltas(sigma: sigma).withUnsafeBufferPointer { tile in
+            for (input, range) in [(from, 0..<rows.lowerBound), (UnsafePointer(base), rows), (from, rows.upperBound..<luma.height)] {
+                ck_add_noise_rows(input, stride, base, stride, Int32(luma.step), Int32(luma.width), Int32(range.lowerBound),
+                                  Int32(range.upperBound), tile.baseAddress!, Int32(tileMask), Int32(start), Int32(rowJump))
+            }
+        }
+    }
+
+    /// Whether luma is alone in plane 0 (NV12, I420) and its rows have no padding, so writing its
+    /// samples writes every byte of those rows (a pool buffer's padding would otherwise keep
+    /// whatever an earlier frame left, as in `canReuseRowPass`).
+    static func canNoiseFromSource(_ buffer: PixelBuffer) -> Bool {
+        let ch = channels(buffer)
+        guard let luma = ch.first, luma.plane == 0, luma.offset == 0, luma.step == 1,
+              buffer.bytesPerRow[0] == luma.width else { return false }
+        return !ch.dropFirst().contains { $0.plane == luma.plane }
+    }
+
+    /// The tile's start and row jump for (seed, frame).
+    private static func noiseWindow(seed: UInt64, frame: Int64) -> (start: Int, rowJump: Int) {
+        var random = SeededRandom(seed: seed ^ (UInt64(bitPattern: frame) &* 0x9E37_79B9_7F4A_7C15) ^ 0xA5A5_5A5A)
+        let start = Int(random.next() & UInt64(tileMask))
+        return (start, Int(random.next() & UInt64(tileMask)) | 1)
     }
 
     // MARK: Statistics
@@ -329,11 +365,22 @@ enum CameraImaging {
             let crBase = buffer.baseAddress(ofPlane: cr.plane).assumingMemoryBound(to: UInt8.self) + cr.offset
             let cbStride = buffer.bytesPerRow[cb.plane], crStride = buffer.bytesPerRow[cr.plane]
             // The sampled columns' byte offsets in each plane, once per frame (no division per sample).
-            let columns = Array(Swift.stride(from: 0, to: buffer.width, by: grid))
-            let lumaColumns = columns.map { $0 * lumaStep }, cbColumns = columns.map { ($0 / cb.subX) * cb.step }
-            let crColumns = columns.map { ($0 / cr.subX) * cr.step }
-            var samples: [(Double, Double, Double)] = []
-            samples.reserveCapacity((buffer.height / grid + 1) * (buffer.width / grid + 1))
+            let columnCount = (buffer.width + grid - 1) / grid
+            let rowCount = band < buffer.height ? (buffer.height - band + grid - 1) / grid : 0
+            // One allocation for the offsets and one for the samples, written by index: no array
+            // growth or uniqueness checks per sample.
+            let offsets = UnsafeMutablePointer<Int>.allocate(capacity: 3 * columnCount)
+            defer { offsets.deallocate() }
+            let lumaColumns = offsets, cbColumns = offsets + columnCount, crColumns = offsets + 2 * columnCount
+            for i in 0..<columnCount {
+                let x = i * grid
+                lumaColumns[i] = x * lumaStep
+                cbColumns[i] = (x / cb.subX) * cb.step
+                crColumns[i] = (x / cr.subX) * cr.step
+            }
+            let samples = UnsafeMutableBufferPointer<(Double, Double, Double)>.allocate(capacity: columnCount * rowCount)
+            defer { samples.deallocate() }
+            var count = 0
             var r = 0.0, g = 0.0, b = 0.0
             // linearRGB's terms per code value, and the linear table's index of R and B per (luma,
             // chroma) code pair: the same expressions on the same doubles, evaluated once instead of
@@ -347,12 +394,13 @@ enum CameraImaging {
                                 for y in Swift.stride(from: band, to: buffer.height, by: grid) {
                                     let lumaRow = lumaBase + y * lumaStride
                                     let cbRow = cbBase + (y / cb.subY) * cbStride, crRow = crBase + (y / cr.subY) * crStride
-                                    for i in columns.indices {
+                                    for i in 0..<columnCount {
                                         let yc = Int(lumaRow[lumaColumns[i]]), cbc = Int(cbRow[cbColumns[i]]), crc = Int(crRow[crColumns[i]])
                                         let rgb = (table[Int(redIndex[yc << 8 | crc])],
                                                    table[Self.linearIndex(yp[yc] - 0.344_136 * cp[cbc] - 0.714_136 * cp[crc])],
                                                    table[Int(blueIndex[yc << 8 | cbc])])
-                                        samples.append(rgb)
+                                        samples[count] = rgb
+                                        count += 1
                                         r += rgb.0; g += rgb.1; b += rgb.2
                                     }
                                 }
@@ -361,15 +409,15 @@ enum CameraImaging {
                     }
                 }
             }
-            if !samples.isEmpty, g > 0 {
+            if count > 0, g > 0 {
                 let castR = r / g, castB = b / g
-                var nr = 0.0, ng = 0.0, nb = 0.0, count = 0
-                for (sr, sg, sb) in samples where sg > 0.002 {
+                var nr = 0.0, ng = 0.0, nb = 0.0, neutral = 0
+                for (sr, sg, sb) in samples[0..<count] where sg > 0.002 {
                     let qr = (sr / sg) / castR, qb = (sb / sg) / castB
-                    if qr > 1 / 1.5 && qr < 1.5 && qb > 1 / 1.5 && qb < 1.5 { nr += sr; ng += sg; nb += sb; count += 1 }
+                    if qr > 1 / 1.5 && qr < 1.5 && qb > 1 / 1.5 && qb < 1.5 { nr += sr; ng += sg; nb += sb; neutral += 1 }
                 }
-                let n = Double(samples.count)
-                m.linearMeans = count * 20 >= samples.count ? (nr / Double(count), ng / Double(count), nb / Double(count)) : (r / n, g / n, b / n)
+                let n = Double(count)
+                m.linearMeans = neutral * 20 >= count ? (nr / Double(neutral), ng / Double(neutral), nb / Double(neutral)) : (r / n, g / n, b / n)
             }
         }
         return m

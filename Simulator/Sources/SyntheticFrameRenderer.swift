@@ -124,6 +124,9 @@ public final class SyntheticFrameRenderer: Sendable {
     /// Whether a blurred frame reuses its background blurred once (`render`); off only to check
     /// that the frames are the same either way.
     let reusesBackgroundRowPass: Bool
+    /// Whether a noisy, sharp frame writes its luma as background + noise in one pass (`render`);
+    /// off only to check that the frames are the same either way.
+    let fusesNoiseWithCopy: Bool
 
     /// The statistics `render` measures, over any buffer (for checking them against a reference).
     package static func measure(_ buffer: PixelBuffer, _ request: MeteringRequest, fullRange: Bool) -> FrameMeasurements {
@@ -138,8 +141,9 @@ public final class SyntheticFrameRenderer: Sendable {
     }
 
     package init(pixelFormat: PixelFormat, dimensions: Dimensions, frameDuration: MediaTime, seed: UInt64,
-                 reusesBackgroundRowPass: Bool) throws(CaptureError) {
+                 reusesBackgroundRowPass: Bool, fusesNoiseWithCopy: Bool = true) throws(CaptureError) {
         self.reusesBackgroundRowPass = reusesBackgroundRowPass
+        self.fusesNoiseWithCopy = fusesNoiseWithCopy
         guard [.nv12, .yuv420, .yuyv].contains(pixelFormat) else {
             throw .formatNotSupported("the simulator renders NV12, YU12 and YUYV, not \(pixelFormat)")
         }
@@ -267,7 +271,13 @@ public final class SyntheticFrameRenderer: Sendable {
         // (from its second frame on). Bit-identical to blurring the whole frame.
         let reused = effects.blurRadius > 0 && items.isEmpty && reusesBackgroundRowPass
             && CameraImaging.canReuseRowPass(buffer, radius: effects.blurRadius)
-        let blurredBackground = drawBackground(effects, into: buffer, onlyRows: reused ? box.y0..<max(box.y0, box.y1) : nil)
+        // Noisy and sharp (no blur, no items), the luma rows the box misses are written once, as
+        // background + noise (`CameraImaging.addNoise(from:)`), instead of copied and then noised.
+        let boxRows = (box.y0..<max(box.y0, box.y1)).clamped(to: 0..<height)
+        let fusesNoise = fusesNoiseWithCopy && effects.noiseSigma >= 0.25 && effects.blurRadius == 0 && items.isEmpty
+            && CameraImaging.canNoiseFromSource(buffer)
+        let noiseSource = fusesNoise ? copyBackground(effects, into: buffer, lumaRows: boxRows) : nil
+        let blurredBackground = fusesNoise ? nil : drawBackground(effects, into: buffer, onlyRows: reused ? box.y0..<max(box.y0, box.y1) : nil)
         let boxColor = Self.encode(scale(palette[boxColorIndex], effects), fullRange: effects.fullRange)
         fill(buffer, rows: box.y0..<box.y1, columns: box.x0..<box.x1, color: boxColor)
         if !items.isEmpty {
@@ -275,7 +285,11 @@ public final class SyntheticFrameRenderer: Sendable {
                           fullRange: effects.fullRange, into: buffer)
         }
         if effects.blurRadius > 0 { CameraImaging.blur(buffer, radius: effects.blurRadius, reusing: blurredBackground) }
-        if effects.noiseSigma >= 0.25 { CameraImaging.addNoise(buffer, sigma: effects.noiseSigma, seed: seed, frame: index) }
+        if let noiseSource {
+            CameraImaging.addNoise(buffer, sigma: effects.noiseSigma, seed: seed, frame: index, from: noiseSource, inPlace: boxRows)
+        } else if effects.noiseSigma >= 0.25 {
+            CameraImaging.addNoise(buffer, sigma: effects.noiseSigma, seed: seed, frame: index)
+        }
         if let motion, !motion.isIdentity {
             motionScratch.withLock { scratch in
                 if scratch == nil { scratch = PixelBuffer(format: pixelFormat, width: width, height: height) }
@@ -323,17 +337,7 @@ public final class SyntheticFrameRenderer: Sendable {
     private func drawBackground(_ effects: CameraEffects, into buffer: PixelBuffer,
                                 onlyRows: Range<Int>? = nil) -> (blurred: CameraImaging.BlurredBackground, drawnRows: Range<Int>)? {
         cache.withLock { cached -> (blurred: CameraImaging.BlurredBackground, drawnRows: Range<Int>)? in
-            if cached == nil || cached?.key != effects {
-                let background = PixelBuffer(format: pixelFormat, width: width, height: height)
-                let colors = palette.map { Self.encode(scale($0, effects), fullRange: effects.fullRange) }
-                fill(background, rows: 0..<height, columns: 0..<width, color: colors[0])
-                for rect in rects {
-                    let r = transform(rect, zoom: effects.zoom)
-                    fill(background, rows: r.y0..<r.y1, columns: r.x0..<r.x1, color: colors[rect.color])
-                }
-                cached = BackgroundCache(key: effects, buffer: background)
-            }
-            guard let background = cached else { return nil }
+            let background = cachedBackground(effects, &cached)
             let template = background.buffer
             background.uses += 1
             guard let onlyRows, background.blurred != nil || background.uses > 1 else {
@@ -350,6 +354,39 @@ public final class SyntheticFrameRenderer: Sendable {
             let blurred = background.blurred ?? CameraImaging.BlurredBackground(template, radius: effects.blurRadius)
             background.blurred = blurred
             return (blurred, onlyRows)
+        }
+    }
+
+    /// The background for `effects` from the cache, drawn (and cached) when the effects changed.
+    private func cachedBackground(_ effects: CameraEffects, _ cached: inout BackgroundCache?) -> BackgroundCache {
+        if let cached, cached.key == effects { return cached }
+        let background = PixelBuffer(format: pixelFormat, width: width, height: height)
+        let colors = palette.map { Self.encode(scale($0, effects), fullRange: effects.fullRange) }
+        fill(background, rows: 0..<height, columns: 0..<width, color: colors[0])
+        for rect in rects {
+            let r = transform(rect, zoom: effects.zoom)
+            fill(background, rows: r.y0..<r.y1, columns: r.x0..<r.x1, color: colors[rect.color])
+        }
+        let made = BackgroundCache(key: effects, buffer: background)
+        cached = made
+        return made
+    }
+
+    /// Copies the cached background's chroma planes and only `lumaRows` of its luma plane (the rows
+    /// drawn over before the noise); returns the background, which the noise pass reads the other
+    /// luma rows from. The background is never written once cached, so it is read outside the lock.
+    private func copyBackground(_ effects: CameraEffects, into buffer: PixelBuffer, lumaRows: Range<Int>) -> PixelBuffer {
+        cache.withLock { cached -> PixelBuffer in
+            let background = cachedBackground(effects, &cached)
+            background.uses += 1
+            let template = background.buffer
+            for plane in 0..<buffer.planeCount {
+                let stride = buffer.bytesPerRow[plane]
+                let rows = plane == 0 ? lumaRows : 0..<buffer.planeRows[plane]
+                (buffer.producerBaseAddress(ofPlane: plane) + rows.lowerBound * stride).copyMemory(
+                    from: template.baseAddress(ofPlane: plane) + rows.lowerBound * stride, byteCount: stride * rows.count)
+            }
+            return template
         }
     }
 

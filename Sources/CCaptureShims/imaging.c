@@ -143,34 +143,54 @@ void ck_box_blur_columns(uint8_t *base, ptrdiff_t stride, int rowBytes, int heig
     }
 }
 
+// One row of noise from `src` into `dst` (the same row when in place): luma + tile, clamped.
+static inline void ck_noise_row(const uint8_t *src, uint8_t *dst, int step, int width,
+                                const int16_t *tile, int tileMask, int origin) {
+    int x = 0;
+    while (x < width) {
+        // One contiguous run of the tile (it wraps at tileMask + 1).
+        int run = tileMask + 1 - origin;
+        if (run > width - x) run = width - x;
+        const int16_t *t = tile + origin;
+        if (step == 1 && src == dst) {
+            uint8_t *p = dst + x;
+            for (int i = 0; i < run; i++) {
+                int v = p[i] + t[i];
+                p[i] = (uint8_t)(v < 0 ? 0 : (v > 255 ? 255 : v));
+            }
+        } else if (step == 1) {
+            // Separate rows: no overlap, so the compiler may vectorize without an alias check.
+            const uint8_t *restrict s = src + x;
+            uint8_t *restrict p = dst + x;
+            for (int i = 0; i < run; i++) {
+                int v = s[i] + t[i];
+                p[i] = (uint8_t)(v < 0 ? 0 : (v > 255 ? 255 : v));
+            }
+        } else {
+            for (int i = 0; i < run; i++) {
+                const uint8_t *s = src + (x + i) * step;
+                uint8_t *p = dst + (x + i) * step;
+                int v = *s + t[i];
+                *p = (uint8_t)(v < 0 ? 0 : (v > 255 ? 255 : v));
+            }
+        }
+        x += run;
+        origin = 0;
+    }
+}
+
 CK_VECTOR
+void ck_add_noise_rows(const uint8_t *src, ptrdiff_t srcStride, uint8_t *dst, ptrdiff_t stride, int step, int width,
+                       int y0, int y1, const int16_t *tile, int tileMask, int start, int rowJump) {
+    if (width <= 0 || y0 >= y1) return;
+    for (int y = y0; y < y1; y++) {
+        // Row y's window of the tile depends on y alone, so any row range gives the rows a whole pass does.
+        int origin = (int)(((unsigned)start + (unsigned)y * (unsigned)rowJump) & (unsigned)tileMask);
+        ck_noise_row(src + y * srcStride, dst + y * stride, step, width, tile, tileMask, origin);
+    }
+}
+
 void ck_add_noise(uint8_t *base, ptrdiff_t stride, int step, int width, int height,
                   const int16_t *tile, int tileMask, int start, int rowJump) {
-    if (width <= 0 || height <= 0) return;
-    for (int y = 0; y < height; y++) {
-        uint8_t *row = base + y * stride;
-        int origin = (int)(((unsigned)start + (unsigned)y * (unsigned)rowJump) & (unsigned)tileMask);
-        int x = 0;
-        while (x < width) {
-            // One contiguous run of the tile (it wraps at tileMask + 1).
-            int run = tileMask + 1 - origin;
-            if (run > width - x) run = width - x;
-            const int16_t *t = tile + origin;
-            if (step == 1) {
-                uint8_t *p = row + x;
-                for (int i = 0; i < run; i++) {
-                    int v = p[i] + t[i];
-                    p[i] = (uint8_t)(v < 0 ? 0 : (v > 255 ? 255 : v));
-                }
-            } else {
-                for (int i = 0; i < run; i++) {
-                    uint8_t *p = row + (x + i) * step;
-                    int v = *p + t[i];
-                    *p = (uint8_t)(v < 0 ? 0 : (v > 255 ? 255 : v));
-                }
-            }
-            x += run;
-            origin = 0;
-        }
-    }
+    ck_add_noise_rows(base, stride, base, stride, step, width, 0, height, tile, tileMask, start, rowJump);
 }

@@ -6,9 +6,10 @@ import Testing
 // Serialized, and yielding after every frame: a CPU-bound test must not hold the cooperative
 // pool's threads (two on CI's two cores) while the suite's timed async tests wait for them.
 @Suite(.serialized) struct BlurRowReuseTests {
-    static func frames(_ format: PixelFormat, _ size: Dimensions, reuse: Bool, effects: [CameraEffects]) async throws -> ([[UInt8]], Bool) {
+    static func frames(_ format: PixelFormat, _ size: Dimensions, reuse: Bool, fuseNoise: Bool = true,
+                       effects: [CameraEffects]) async throws -> ([[UInt8]], Bool) {
         let renderer = try SyntheticFrameRenderer(pixelFormat: format, dimensions: size, frameDuration: MediaTime(value: 1, timescale: 30),
-                                                  seed: 11, reusesBackgroundRowPass: reuse)
+                                                  seed: 11, reusesBackgroundRowPass: reuse, fusesNoiseWithCopy: fuseNoise)
         let buffer = PixelBuffer(format: format, width: size.width, height: size.height)
         var out: [[UInt8]] = []
         for (n, e) in effects.enumerated() {
@@ -56,6 +57,35 @@ import Testing
                 return "frame \(n) (radius \(effects[n].blurRadius), zoom \(effects[n].zoom)) at byte \(i): \(whole[n][i]) vs \(reused[n][i])"
             }
             #expect(differing.isEmpty, "\(size) \(format): \(differing.count) frames differ, first: \(differing.prefix(3))")
+        }
+    }
+
+    /// A noisy, sharp NV12/I420 frame writes its luma as background + noise in one pass instead of
+    /// copying the background and then adding noise: the frames must be the same bytes (every
+    /// sensor-noise level the cameras use, a box the zoom moves and clips, a cast change, sync flashes).
+    @Test(arguments: [PixelFormat.nv12, .yuv420, .yuyv])
+    func noiseFromTheBackgroundGivesTheSameBytesAsCopyingThenNoising(_ format: PixelFormat) async throws {
+        var effects: [CameraEffects] = []
+        for sigma in [0.0, 2, 6] {
+            for zoom in [1.0, 8.0] {
+                for cast in [1.0, 1.3] {
+                    var e = CameraEffects()
+                    e.noiseSigma = sigma; e.zoom = zoom; e.red = cast; e.fullRange = sigma == 6
+                    effects += [e, e]
+                }
+            }
+        }
+        // 640x480 has unpadded luma rows (fused); 352x288's are padded (copied then noised).
+        for size in [Dimensions(width: 640, height: 480), Dimensions(width: 352, height: 288)] {
+            let (separate, _) = try await Self.frames(format, size, reuse: true, fuseNoise: false, effects: effects)
+            let (fused, _) = try await Self.frames(format, size, reuse: true, fuseNoise: true, effects: effects)
+            let differing = separate.indices.compactMap { n -> String? in
+                guard let i = separate[n].indices.first(where: { separate[n][$0] != fused[n][$0] }) else { return nil }
+                return "frame \(n) (σ \(effects[n].noiseSigma), zoom \(effects[n].zoom)) at byte \(i): \(separate[n][i]) vs \(fused[n][i])"
+            }
+            #expect(differing.isEmpty, "\(size) \(format): \(differing.count) frames differ, first: \(differing.prefix(3))")
+            // Noise really is on: neighbouring frames of the same effects differ beyond the box and stamp.
+            #expect(separate[2] != separate[3] || effects[2].noiseSigma == 0)
         }
     }
 }

@@ -65,6 +65,10 @@ void ck_box_blur_columns(uint8_t *base, ptrdiff_t stride, int rowBytes, int heig
 // Adds tile[(origin_y + x) & tileMask] to every sample (clamped to 0...255), origin_y = (start + y*rowJump) & tileMask.
 void ck_add_noise(uint8_t *base, ptrdiff_t stride, int step, int width, int height,
                   const int16_t *tile, int tileMask, int start, int rowJump);
+// ck_add_noise's rows y0..<y1 read from `src` (its own stride) and written to `dst`: the same bytes
+// as copying those rows and adding the noise in place, in one pass. `src` may be `dst`.
+void ck_add_noise_rows(const uint8_t *src, ptrdiff_t srcStride, uint8_t *dst, ptrdiff_t stride, int step, int width,
+                       int y0, int y1, const int16_t *tile, int tileMask, int start, int rowJump);
 
 // Fixture repacking (repack.c): packed device layouts <-> the planar layouts FFV1 codes, byte for
 // byte. Widths and heights are even; packed rows are tight (width*2, chromaWidth*2, width*3 bytes).
