@@ -113,6 +113,15 @@ enum CameraImaging {
         }
     }
 
+    /// Copies, plane by plane, the rows `rows(plane)` of `source` into `target` (same layout).
+    static func copyRows(of source: PixelBuffer, into target: PixelBuffer, _ rows: (Int) -> Range<Int>) {
+        for plane in 0..<source.planeCount {
+            let stride = source.bytesPerRow[plane], range = rows(plane)
+            (target.producerBaseAddress(ofPlane: plane) + range.lowerBound * stride).copyMemory(
+                from: source.baseAddress(ofPlane: plane) + range.lowerBound * stride, byteCount: stride * range.count)
+        }
+    }
+
     /// Copies every plane of `source` into `target` (same layout).
     static func copyPlanes(of source: PixelBuffer, into target: PixelBuffer) {
         for plane in 0..<source.planeCount {

@@ -345,11 +345,8 @@ public final class SyntheticFrameRenderer: Sendable {
                 return nil
             }
             let plan = CameraImaging.blurPlan(buffer, radius: effects.blurRadius)
-            for plane in 0..<buffer.planeCount {
-                let stride = buffer.bytesPerRow[plane]
-                let rows = plan.first { $0.index == plane }?.rows(ofLumaRows: onlyRows) ?? 0..<buffer.planeRows[plane]
-                (buffer.producerBaseAddress(ofPlane: plane) + rows.lowerBound * stride).copyMemory(
-                    from: template.baseAddress(ofPlane: plane) + rows.lowerBound * stride, byteCount: stride * rows.count)
+            CameraImaging.copyRows(of: template, into: buffer) { plane in
+                plan.first { $0.index == plane }?.rows(ofLumaRows: onlyRows) ?? 0..<buffer.planeRows[plane]
             }
             let blurred = background.blurred ?? CameraImaging.BlurredBackground(template, radius: effects.blurRadius)
             background.blurred = blurred
@@ -380,12 +377,7 @@ public final class SyntheticFrameRenderer: Sendable {
             let background = cachedBackground(effects, &cached)
             background.uses += 1
             let template = background.buffer
-            for plane in 0..<buffer.planeCount {
-                let stride = buffer.bytesPerRow[plane]
-                let rows = plane == 0 ? lumaRows : 0..<buffer.planeRows[plane]
-                (buffer.producerBaseAddress(ofPlane: plane) + rows.lowerBound * stride).copyMemory(
-                    from: template.baseAddress(ofPlane: plane) + rows.lowerBound * stride, byteCount: stride * rows.count)
-            }
+            CameraImaging.copyRows(of: template, into: buffer) { plane in plane == 0 ? lumaRows : 0..<buffer.planeRows[plane] }
             return template
         }
     }

@@ -29,6 +29,15 @@ import Testing
         return (out, renderer.backgroundRowPassIsCached)
     }
 
+    /// The frames of `a` and `b` that differ, each named with `label(frame)` and its first differing byte
+    /// (compared here, not by #expect on the arrays, so a failure says where).
+    static func differences(_ a: [[UInt8]], _ b: [[UInt8]], _ label: (Int) -> String) -> [String] {
+        a.indices.compactMap { n in
+            guard let i = a[n].indices.first(where: { a[n][$0] != b[n][$0] }) else { return nil }
+            return "frame \(n) (\(label(n))) at byte \(i): \(a[n][i]) vs \(b[n][i])"
+        }
+    }
+
     @Test(arguments: [PixelFormat.nv12, .yuv420, .yuyv])
     func reusedRowsGiveTheSameBytesAsBlurringTheWholeFrame(_ format: PixelFormat) async throws {
         // Radii 1, 2, 4 (radius 1 leaves 4:2:0 chroma unblurred), a zoom that moves and clips the box,
@@ -51,11 +60,7 @@ import Testing
             let (reused, reusedCached) = try await Self.frames(format, size, reuse: true, effects: effects)
             #expect(!wholeCached)
             #expect(reusedCached == reuses, "the background's row pass was \(reusedCached ? "" : "not ")reused at \(size) \(format)")
-            // Compared here, not by #expect on the arrays: a failure names the frame and the first byte.
-            let differing = whole.indices.compactMap { n -> String? in
-                guard let i = whole[n].indices.first(where: { whole[n][$0] != reused[n][$0] }) else { return nil }
-                return "frame \(n) (radius \(effects[n].blurRadius), zoom \(effects[n].zoom)) at byte \(i): \(whole[n][i]) vs \(reused[n][i])"
-            }
+            let differing = Self.differences(whole, reused) { "radius \(effects[$0].blurRadius), zoom \(effects[$0].zoom)" }
             #expect(differing.isEmpty, "\(size) \(format): \(differing.count) frames differ, first: \(differing.prefix(3))")
         }
     }
@@ -79,10 +84,7 @@ import Testing
         for size in [Dimensions(width: 640, height: 480), Dimensions(width: 352, height: 288)] {
             let (separate, _) = try await Self.frames(format, size, reuse: true, fuseNoise: false, effects: effects)
             let (fused, _) = try await Self.frames(format, size, reuse: true, fuseNoise: true, effects: effects)
-            let differing = separate.indices.compactMap { n -> String? in
-                guard let i = separate[n].indices.first(where: { separate[n][$0] != fused[n][$0] }) else { return nil }
-                return "frame \(n) (σ \(effects[n].noiseSigma), zoom \(effects[n].zoom)) at byte \(i): \(separate[n][i]) vs \(fused[n][i])"
-            }
+            let differing = Self.differences(separate, fused) { "σ \(effects[$0].noiseSigma), zoom \(effects[$0].zoom)" }
             #expect(differing.isEmpty, "\(size) \(format): \(differing.count) frames differ, first: \(differing.prefix(3))")
             // Noise really is on: neighbouring frames of the same effects differ beyond the box and stamp.
             #expect(separate[2] != separate[3] || effects[2].noiseSigma == 0)
