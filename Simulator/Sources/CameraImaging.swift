@@ -238,17 +238,28 @@ enum CameraImaging {
         }
     }()
 
-    /// The noise tile scaled to one sigma (code-value deltas), kept for the last sigma asked for.
-    private static let scaledTile = Locked<(sigma: Double, deltas: [Int16])?>(nil)
+    /// The noise tile scaled to one sigma: code-value deltas t, as the two byte tiles `ck_add_noise`
+    /// takes (up = t where t > 0, down = −t where t < 0, each clamped to 255).
+    struct NoiseTiles: Sendable {
+        let up: [UInt8]
+        let down: [UInt8]
+        func withPointers<R>(_ body: (UnsafePointer<UInt8>, UnsafePointer<UInt8>) -> R) -> R {
+            up.withUnsafeBufferPointer { u in down.withUnsafeBufferPointer { d in body(u.baseAddress!, d.baseAddress!) } }
+        }
+    }
 
-    static func deltas(sigma: Double) -> [Int16] {
+    /// Kept for the last sigma asked for.
+    private static let scaledTile = Locked<(sigma: Double, tiles: NoiseTiles)?>(nil)
+
+    static func tiles(sigma: Double) -> NoiseTiles {
         scaledTile.withLock { cached in
-            if let cached, cached.sigma == sigma { return cached.deltas }
-            var delta = [Int16](repeating: 0, count: 256)
-            for t in 0..<256 { delta[t] = Int16(clamping: Int((Double(t - 128) * sigma / 32).rounded())) }
-            let deltas = noiseTile.map { delta[Int($0) + 128] }
-            cached = (sigma, deltas)
-            return deltas
+            if let cached, cached.sigma == sigma { return cached.tiles }
+            var delta = [Int](repeating: 0, count: 256)
+            for t in 0..<256 { delta[t] = Int(Int16(clamping: Int((Double(t - 128) * sigma / 32).rounded()))) }
+            let tiles = NoiseTiles(up: noiseTile.map { UInt8(min(max(delta[Int($0) + 128], 0), 255)) },
+                                   down: noiseTile.map { UInt8(min(max(-delta[Int($0) + 128], 0), 255)) })
+            cached = (sigma, tiles)
+            return tiles
         }
     }
 
@@ -257,9 +268,9 @@ enum CameraImaging {
         guard let luma = channels(buffer).first else { return }
         let (start, rowJump) = noiseWindow(seed: seed, frame: frame)
         let base = buffer.producerBaseAddress(ofPlane: luma.plane).assumingMemoryBound(to: UInt8.self) + luma.offset
-        deltas(sigma: sigma).withUnsafeBufferPointer { tile in
+        tiles(sigma: sigma).withPointers { up, down in
             ck_add_noise(base, buffer.bytesPerRow[luma.plane], Int32(luma.step), Int32(luma.width), Int32(luma.height),
-                         tile.baseAddress!, Int32(tileMask), Int32(start), Int32(rowJump))
+                         up, down, Int32(tileMask), Int32(start), Int32(rowJump))
         }
     }
 
@@ -276,10 +287,10 @@ enum CameraImaging {
         let from = source.baseAddress(ofPlane: luma.plane).assumingMemoryBound(to: UInt8.self) + luma.offset
         let stride = buffer.bytesPerRow[luma.plane]
         let rows = inPlace.clamped(to: 0..<luma.height)
-        deltas(sigma: sigma).withUnsafeBufferPointer { tile in
+        tiles(sigma: sigma).withPointers { up, down in
             for (input, range) in [(from, 0..<rows.lowerBound), (UnsafePointer(base), rows), (from, rows.upperBound..<luma.height)] {
                 ck_add_noise_rows(input, stride, base, stride, Int32(luma.step), Int32(luma.width), Int32(range.lowerBound),
-                                  Int32(range.upperBound), tile.baseAddress!, Int32(tileMask), Int32(start), Int32(rowJump))
+                                  Int32(range.upperBound), up, down, Int32(tileMask), Int32(start), Int32(rowJump))
             }
         }
     }
@@ -342,26 +353,15 @@ enum CameraImaging {
         // Sample grids scale with the frame, about 80 samples across, so statistics cost the same at any size.
         let grid = max(4, buffer.width / 80)
         if let r = request.exposureRegion, r.x1 > r.x0, r.y1 > r.y0 {
-            var sum = 0, count = 0
-            let xStep = (grid / 2) * lumaStep
-            for y in Swift.stride(from: r.y0, to: r.y1, by: grid / 2) {
-                let row = lumaBase + y * lumaStride
-                for x in Swift.stride(from: r.x0 * lumaStep, to: r.x1 * lumaStep, by: xStep) { sum &+= Int(row[x]); count &+= 1 }
-            }
+            var count: Int64 = 0
+            let sum = ck_grid_sum(lumaBase, lumaStride, Int32(lumaStep), Int32(r.x0), Int32(r.x1), Int32(grid / 2),
+                                  Int32(r.y0), Int32(r.y1), Int32(grid / 2), &count)
             if count > 0 { m.meanLuma = toVideoLuma(Double(sum) / Double(count)) }
         }
         if let r = request.focusRegion, r.x1 - r.x0 > 2, r.y1 > r.y0 {
-            var sum = 0, count = 0
-            for y in Swift.stride(from: r.y0, to: r.y1, by: grid) {
-                let row = lumaBase + y * lumaStride
-                var x = r.x0
-                while x + 2 < r.x1 {
-                    let d = Int(row[(x + 2) * lumaStep]) - Int(row[x * lumaStep])
-                    sum += d < 0 ? -d : d
-                    count += 1
-                    x += 2
-                }
-            }
+            var count: Int64 = 0
+            let sum = ck_contrast_sum(lumaBase, lumaStride, Int32(lumaStep), Int32(lumaStride - ch[0].offset), Int32(r.x0), Int32(r.x1),
+                                      Int32(r.y0), Int32(r.y1), Int32(grid), &count)
             if count > 0 { m.contrast = Double(sum) / Double(count) }
         }
         if request.grayWorld {

@@ -2,6 +2,7 @@
 // that clang auto-vectorises. The formulas are exactly those CameraImaging documents, so frames
 // are bit-identical to the scalar Swift they replace.
 #include "CCaptureShims.h"
+#include <string.h>
 
 // An AVX2 copy of each loop next to the baseline one, picked at load time (ifunc). Not under a
 // sanitizer: the ifunc resolver clang generates is instrumented too, and it runs during dynamic
@@ -144,34 +145,39 @@ void ck_box_blur_columns(uint8_t *base, ptrdiff_t stride, int rowBytes, int heig
 }
 
 // One row of noise from `src` into `dst` (the same row when in place): luma + tile, clamped.
+// Byte-wide saturating add and subtract: clang's elementwise builtins vectorise to vpaddusb /
+// vpsubusb (the plain C form was widened to 32-bit lanes).
+#if defined(__has_builtin) && __has_builtin(__builtin_elementwise_add_sat) && __has_builtin(__builtin_elementwise_sub_sat)
+#define CK_ADDS_U8(a, b) __builtin_elementwise_add_sat((uint8_t)(a), (uint8_t)(b))
+#define CK_SUBS_U8(a, b) __builtin_elementwise_sub_sat((uint8_t)(a), (uint8_t)(b))
+#else
+#define CK_ADDS_U8(a, b) ((uint8_t)((unsigned)(a) + (b) > 255 ? 255 : (unsigned)(a) + (b)))
+#define CK_SUBS_U8(a, b) ((uint8_t)((a) > (b) ? (a) - (b) : 0))
+#endif
+
 static inline void ck_noise_row(const uint8_t *src, uint8_t *dst, int step, int width,
-                                const int16_t *tile, int tileMask, int origin) {
+                                const uint8_t *up, const uint8_t *down, int tileMask, int origin) {
     int x = 0;
     while (x < width) {
         // One contiguous run of the tile (it wraps at tileMask + 1).
         int run = tileMask + 1 - origin;
         if (run > width - x) run = width - x;
-        const int16_t *t = tile + origin;
+        const uint8_t *u = up + origin, *d = down + origin;
+        // v + t clamped to 0…255 is v + up, saturated at 255, − down, saturated at 0 (one of up
+        // and down is 0): byte-wide saturating adds, so 32 samples a step with AVX2.
         if (step == 1 && src == dst) {
             uint8_t *p = dst + x;
-            for (int i = 0; i < run; i++) {
-                int v = p[i] + t[i];
-                p[i] = (uint8_t)(v < 0 ? 0 : (v > 255 ? 255 : v));
-            }
+            for (int i = 0; i < run; i++) p[i] = CK_SUBS_U8(CK_ADDS_U8(p[i], u[i]), d[i]);
         } else if (step == 1) {
             // Separate rows: no overlap, so the compiler may vectorize without an alias check.
             const uint8_t *restrict s = src + x;
             uint8_t *restrict p = dst + x;
-            for (int i = 0; i < run; i++) {
-                int v = s[i] + t[i];
-                p[i] = (uint8_t)(v < 0 ? 0 : (v > 255 ? 255 : v));
-            }
+            for (int i = 0; i < run; i++) p[i] = CK_SUBS_U8(CK_ADDS_U8(s[i], u[i]), d[i]);
         } else {
             for (int i = 0; i < run; i++) {
                 const uint8_t *s = src + (x + i) * step;
                 uint8_t *p = dst + (x + i) * step;
-                int v = *s + t[i];
-                *p = (uint8_t)(v < 0 ? 0 : (v > 255 ? 255 : v));
+                *p = CK_SUBS_U8(CK_ADDS_U8(*s, u[i]), d[i]);
             }
         }
         x += run;
@@ -181,16 +187,79 @@ static inline void ck_noise_row(const uint8_t *src, uint8_t *dst, int step, int 
 
 CK_VECTOR
 void ck_add_noise_rows(const uint8_t *src, ptrdiff_t srcStride, uint8_t *dst, ptrdiff_t stride, int step, int width,
-                       int y0, int y1, const int16_t *tile, int tileMask, int start, int rowJump) {
+                       int y0, int y1, const uint8_t *up, const uint8_t *down, int tileMask, int start, int rowJump) {
     if (width <= 0 || y0 >= y1) return;
     for (int y = y0; y < y1; y++) {
         // Row y's window of the tile depends on y alone, so any row range gives the rows a whole pass does.
         int origin = (int)(((unsigned)start + (unsigned)y * (unsigned)rowJump) & (unsigned)tileMask);
-        ck_noise_row(src + y * srcStride, dst + y * stride, step, width, tile, tileMask, origin);
+        ck_noise_row(src + y * srcStride, dst + y * stride, step, width, up, down, tileMask, origin);
     }
 }
 
 void ck_add_noise(uint8_t *base, ptrdiff_t stride, int step, int width, int height,
-                  const int16_t *tile, int tileMask, int start, int rowJump) {
-    ck_add_noise_rows(base, stride, base, stride, step, width, 0, height, tile, tileMask, start, rowJump);
+                  const uint8_t *up, const uint8_t *down, int tileMask, int start, int rowJump) {
+    ck_add_noise_rows(base, stride, base, stride, step, width, 0, height, up, down, tileMask, start, rowJump);
+}
+
+// The meters. Sums are integers, so any evaluation order gives the same result as the per-sample
+// Swift loops they replace.
+CK_VECTOR
+int64_t ck_grid_sum(const uint8_t *base, ptrdiff_t stride, int step, int x0, int x1, int xStep,
+                    int y0, int y1, int yStep, int64_t *count) {
+    *count = 0;
+    if (x0 >= x1 || y0 >= y1 || xStep <= 0 || yStep <= 0) return 0;
+    int64_t sum = 0;
+    const int columns = (x1 - x0 + xStep - 1) / xStep;
+    const ptrdiff_t jump = (ptrdiff_t)xStep * step;
+    int rows = 0;
+    for (int y = y0; y < y1; y += yStep, rows++) {
+        const uint8_t *p = base + y * stride + (ptrdiff_t)x0 * step;
+        uint32_t s = 0;
+        for (int i = 0; i < columns; i++) s += p[i * jump];
+        sum += s;
+    }
+    *count = (int64_t)rows * columns;
+    return sum;
+}
+
+CK_VECTOR
+int64_t ck_contrast_sum(const uint8_t *base, ptrdiff_t stride, int step, int rowBytes, int x0, int x1,
+                        int y0, int y1, int yStep, int64_t *count) {
+    *count = 0;
+    if (x1 - x0 <= 2 || y0 >= y1 || yStep <= 0) return 0;
+    // x = x0 + 2i with x + 2 < x1: i < (x1 − x0 − 1) / 2.
+    const int n = (x1 - x0 - 1) / 2;
+    int64_t sum = 0;
+    int rows = 0;
+    for (int y = y0; y < y1; y += yStep, rows++) {
+        const uint8_t *p = base + y * stride + (ptrdiff_t)x0 * step;
+        uint32_t s = 0;
+        if (step == 1) {
+            // The even bytes as the low halves of 16-bit words (little-endian): contiguous loads, so
+            // the loop vectorises. Word k + 1 ends at byte x0 + 2n + 1 ≤ x1, so the last word's
+            // high byte may be x1 itself: the rows have it as long as x1 < the row's byte count,
+            // otherwise that word is read bytewise.
+            int k = 0;
+            const int whole = (x1 < rowBytes) ? n : n - 1;
+            for (; k < whole; k++) {
+                uint16_t a, b;
+                memcpy(&a, p + 2 * k, 2);
+                memcpy(&b, p + 2 * k + 2, 2);
+                int d = (int)(b & 0xFF) - (int)(a & 0xFF);
+                s += (uint32_t)(d < 0 ? -d : d);
+            }
+            for (; k < n; k++) {
+                int d = (int)p[2 * k + 2] - (int)p[2 * k];
+                s += (uint32_t)(d < 0 ? -d : d);
+            }
+        } else {
+            for (int i = 0; i < n; i++) {
+                int d = (int)p[(ptrdiff_t)(2 * i + 2) * step] - (int)p[(ptrdiff_t)(2 * i) * step];
+                s += (uint32_t)(d < 0 ? -d : d);
+            }
+        }
+        sum += s;
+    }
+    *count = (int64_t)rows * n;
+    return sum;
 }

@@ -75,14 +75,17 @@ import Testing
             let renderer = try SyntheticFrameRenderer(pixelFormat: format, dimensions: size, frameDuration: MediaTime(value: 1, timescale: 30), seed: 5)
             let buffer = PixelBuffer(format: format, width: size.width, height: size.height)
             let regions = [PixelRect(x0: 0, y0: 0, x1: size.width, y1: size.height),
-                           PixelRect(x0: size.width / 3, y0: size.height / 4, x1: size.width / 3 + 101, y1: size.height / 4 + 77)]
+                           PixelRect(x0: size.width / 3, y0: size.height / 4, x1: size.width / 3 + 101, y1: size.height / 4 + 77),
+                           // Odd start, even width, ending one sample before the row's end (the C
+                           // contrast sum reads two bytes at a time up to x1).
+                           PixelRect(x0: 1, y0: 3, x1: size.width - 1, y1: size.height - 2)]
             var compared = 0
             for n in 0..<12 {
                 var e = CameraEffects()
                 e.red = 0.7 + 0.1 * Double(n % 7); e.blue = 1.4 - 0.05 * Double(n); e.green = 1.0 + 0.02 * Double(n % 3)
                 e.blurRadius = n % 4; e.noiseSigma = Double(n % 3) * 3; e.zoom = 1 + 0.25 * Double(n % 5)
                 e.fullRange = n % 2 == 1
-                let request = MeteringRequest(exposureRegion: regions[n % 2], focusRegion: regions[(n + 1) % 2], grayWorld: true)
+                let request = MeteringRequest(exposureRegion: regions[n % 3], focusRegion: regions[(n + 1) % 3], grayWorld: true)
                 _ = renderer.render(frame: Int64(n * 5), effects: e, syncFlash: false, metering: nil, into: buffer)
                 let fast = SyntheticFrameRenderer.measure(buffer, request, fullRange: e.fullRange)
                 let slow = Self.reference(buffer, request, fullRange: e.fullRange)

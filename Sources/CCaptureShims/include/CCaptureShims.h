@@ -62,13 +62,24 @@ void ck_box_blur_rows(const uint8_t *base, ptrdiff_t stride, int step, int lanes
 // for rowBytes uint32.
 void ck_box_blur_columns(uint8_t *base, ptrdiff_t stride, int rowBytes, int height, int ry,
                          const uint8_t *const *in, int first, int end, uint32_t *sums);
-// Adds tile[(origin_y + x) & tileMask] to every sample (clamped to 0...255), origin_y = (start + y*rowJump) & tileMask.
+// Adds t = up[i] − down[i], i = (origin_y + x) & tileMask, to every sample (clamped to 0...255),
+// origin_y = (start + y*rowJump) & tileMask. A delta tile is split in two byte tiles, one of them 0
+// at each i: up = min(max(t, 0), 255), down = min(max(−t, 0), 255) (any t beyond ±255 clamps alike).
 void ck_add_noise(uint8_t *base, ptrdiff_t stride, int step, int width, int height,
-                  const int16_t *tile, int tileMask, int start, int rowJump);
+                  const uint8_t *up, const uint8_t *down, int tileMask, int start, int rowJump);
 // ck_add_noise's rows y0..<y1 read from `src` (its own stride) and written to `dst`: the same bytes
 // as copying those rows and adding the noise in place, in one pass. `src` may be `dst`.
 void ck_add_noise_rows(const uint8_t *src, ptrdiff_t srcStride, uint8_t *dst, ptrdiff_t stride, int step, int width,
-                       int y0, int y1, const int16_t *tile, int tileMask, int start, int rowJump);
+                       int y0, int y1, const uint8_t *up, const uint8_t *down, int tileMask, int start, int rowJump);
+// The simulator's meters (CameraImaging.measure), integer sums over the luma samples at byte
+// offset y·stride + x·step: ck_grid_sum adds the samples at x = x0, x0+xStep, … < x1 of rows
+// y = y0, y0+yStep, … < y1 (the exposure meter); ck_contrast_sum adds |s(x+2) − s(x)| for
+// x = x0, x0+2, … with x+2 < x1 on the same rows (the focus meter's contrast). Both store how many
+// terms they added in *count. rowBytes: the bytes of a row that may be read from its start.
+int64_t ck_grid_sum(const uint8_t *base, ptrdiff_t stride, int step, int x0, int x1, int xStep,
+                    int y0, int y1, int yStep, int64_t *count);
+int64_t ck_contrast_sum(const uint8_t *base, ptrdiff_t stride, int step, int rowBytes, int x0, int x1,
+                        int y0, int y1, int yStep, int64_t *count);
 
 // Fixture repacking (repack.c): packed device layouts <-> the planar layouts FFV1 codes, byte for
 // byte. Widths and heights are even; packed rows are tight (width*2, chromaWidth*2, width*3 bytes).
