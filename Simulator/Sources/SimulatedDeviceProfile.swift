@@ -87,11 +87,17 @@ public struct SimulatedDeviceProfile: Sendable, Hashable {
     /// The profiles shipped with the simulator (`sim:back`, `sim:front`, `sim:webcam`, `sim:mic`, and
     /// `sim:usbmic`, which starts unplugged).
     public static func builtIn() throws(CaptureError) -> [SimulatedDeviceProfile] {
-        guard let folder = Bundle.module.resourceURL?.appendingPathComponent("Profiles").path else {
-            throw .invalidProfile(file: "Simulator/Profiles", field: "(bundle)", problem: "the simulator's resource bundle is missing")
-        }
-        return try load(paths: [folder])
+        try builtInProfiles.get()
     }
+
+    /// The bundle's profiles, read and parsed once per process: they are part of the installed
+    /// library, and parsing them was most of a registry's (so of each session's) set-up time.
+    private static let builtInProfiles: Result<[SimulatedDeviceProfile], CaptureError> = {
+        guard let folder = Bundle.module.resourceURL?.appendingPathComponent("Profiles").path else {
+            return .failure(.invalidProfile(file: "Simulator/Profiles", field: "(bundle)", problem: "the simulator's resource bundle is missing"))
+        }
+        do throws(CaptureError) { return .success(try load(paths: [folder])) } catch { return .failure(error) }
+    }()
 
     /// Built-in profiles plus those named by `CAPTUREKIT_PROFILES` (a user profile with the ID of a
     /// built-in one replaces it).
