@@ -319,26 +319,14 @@ enum CameraImaging {
     struct CodeTerms: Sendable {
         let yp: [Double]
         let cp: [Double]
-        /// `linearIndex(yp[y] + 1.402 · cp[cr])` at `y << 8 | cr`: R's entry of the linear table.
-        let redIndex: [UInt16]
-        /// `linearIndex(yp[y] + 1.772 · cp[cb])` at `y << 8 | cb`: B's entry.
-        let blueIndex: [UInt16]
         init(fullRange: Bool) {
             func toVideoLuma(_ v: Double) -> Double { fullRange ? 16 + v * 219 / 255 : v }
             func toVideoChroma(_ v: Double) -> Double { fullRange ? 128 + (v - 128) * 224 / 255 : v }
-            let yp = (0..<256).map { (toVideoLuma(Double($0)) - 16) / 219 }
-            let cp = (0..<256).map { (toVideoChroma(Double($0)) - 128) / 224 }
-            self.yp = yp
-            self.cp = cp
-            redIndex = (0..<65536).map { UInt16(CameraImaging.linearIndex(yp[$0 >> 8] + 1.402 * cp[$0 & 255])) }
-            blueIndex = (0..<65536).map { UInt16(CameraImaging.linearIndex(yp[$0 >> 8] + 1.772 * cp[$0 & 255])) }
+            yp = (0..<256).map { (toVideoLuma(Double($0)) - 16) / 219 }
+            cp = (0..<256).map { (toVideoChroma(Double($0)) - 128) / 224 }
         }
     }
 
-    /// `SyntheticFrameRenderer.linearRGB`'s nearest entry of the 4097-entry linear table for v
-    /// (clamped to 0…1; v ≥ 0, so truncating v · 4096 + 0.5 rounds).
-    @inline(__always)
-    static func linearIndex(_ v: Double) -> Int { Int(min(max(v, 0), 1) * 4096 + 0.5) }
     static let videoRangeTerms = CodeTerms(fullRange: false)
     static let fullRangeTerms = CodeTerms(fullRange: true)
 
@@ -376,8 +364,7 @@ enum CameraImaging {
             // The sampled columns' byte offsets in each plane, once per frame (no division per sample).
             let columnCount = (buffer.width + grid - 1) / grid
             let rowCount = band < buffer.height ? (buffer.height - band + grid - 1) / grid : 0
-            // One allocation for the offsets and one for the samples, written by index: no array
-            // growth or uniqueness checks per sample.
+            // One allocation for the offsets and the C loop's scratch, one for the samples.
             let offsets = UnsafeMutablePointer<Int>.allocate(capacity: 3 * columnCount)
             defer { offsets.deallocate() }
             let lumaColumns = offsets, cbColumns = offsets + columnCount, crColumns = offsets + 2 * columnCount
@@ -387,44 +374,36 @@ enum CameraImaging {
                 cbColumns[i] = (x / cb.subX) * cb.step
                 crColumns[i] = (x / cr.subX) * cr.step
             }
-            let samples = UnsafeMutableBufferPointer<(Double, Double, Double)>.allocate(capacity: columnCount * rowCount)
+            let scratch = UnsafeMutablePointer<Int32>.allocate(capacity: 3 * columnCount)
+            defer { scratch.deallocate() }
+            // Each sample's three entries of the linear table (R, G, B).
+            let samples = UnsafeMutablePointer<UInt16>.allocate(capacity: 3 * max(1, columnCount * rowCount))
             defer { samples.deallocate() }
-            var count = 0
-            var r = 0.0, g = 0.0, b = 0.0
-            // linearRGB's terms per code value, and the linear table's index of R and B per (luma,
-            // chroma) code pair: the same expressions on the same doubles, evaluated once instead of
-            // per sample, so the sums (taken in the same order) are the same bits.
+            // linearRGB's terms per code value are evaluated once (CodeTerms); the C loops then apply
+            // linearRGB's expressions to them and sum in row order: the same doubles as per-sample Swift.
             let terms = fullRange ? Self.fullRangeTerms : Self.videoRangeTerms
+            var sums = (0.0, 0.0, 0.0)
             SyntheticFrameRenderer.linearTable.withUnsafeBufferPointer { table in
-                terms.yp.withUnsafeBufferPointer { yp in
+                let count = terms.yp.withUnsafeBufferPointer { yp in
                     terms.cp.withUnsafeBufferPointer { cp in
-                        terms.redIndex.withUnsafeBufferPointer { redIndex in
-                            terms.blueIndex.withUnsafeBufferPointer { blueIndex in
-                                for y in Swift.stride(from: band, to: buffer.height, by: grid) {
-                                    let lumaRow = lumaBase + y * lumaStride
-                                    let cbRow = cbBase + (y / cb.subY) * cbStride, crRow = crBase + (y / cr.subY) * crStride
-                                    for i in 0..<columnCount {
-                                        let yc = Int(lumaRow[lumaColumns[i]]), cbc = Int(cbRow[cbColumns[i]]), crc = Int(crRow[crColumns[i]])
-                                        let rgb = (table[Int(redIndex[yc << 8 | crc])],
-                                                   table[Self.linearIndex(yp[yc] - 0.344_136 * cp[cbc] - 0.714_136 * cp[crc])],
-                                                   table[Int(blueIndex[yc << 8 | cbc])])
-                                        samples[count] = rgb
-                                        count += 1
-                                        r += rgb.0; g += rgb.1; b += rgb.2
-                                    }
-                                }
+                        withUnsafeMutablePointer(to: &sums) {
+                            $0.withMemoryRebound(to: Double.self, capacity: 3) { out in
+                                Int(ck_gray_world_samples(lumaBase, lumaStride, cbBase, cbStride, Int32(cb.subY), crBase, crStride, Int32(cr.subY),
+                                                          lumaColumns, cbColumns, crColumns, Int32(columnCount), Int32(band), Int32(buffer.height),
+                                                          Int32(grid), yp.baseAddress!, cp.baseAddress!, table.baseAddress!, scratch, samples, out))
                             }
                         }
                     }
                 }
-            }
-            if count > 0, g > 0 {
-                let castR = r / g, castB = b / g
-                var nr = 0.0, ng = 0.0, nb = 0.0, neutral = 0
-                for (sr, sg, sb) in samples[0..<count] where sg > 0.002 {
-                    let qr = (sr / sg) / castR, qb = (sb / sg) / castB
-                    if qr > 1 / 1.5 && qr < 1.5 && qb > 1 / 1.5 && qb < 1.5 { nr += sr; ng += sg; nb += sb; neutral += 1 }
+                let (r, g, b) = sums
+                guard count > 0, g > 0 else { return }
+                var neutralSums = (0.0, 0.0, 0.0)
+                let neutral = withUnsafeMutablePointer(to: &neutralSums) {
+                    $0.withMemoryRebound(to: Double.self, capacity: 3) { out in
+                        Int(ck_gray_world_neutral(samples, Int32(count), table.baseAddress!, r / g, b / g, out))
+                    }
                 }
+                let (nr, ng, nb) = neutralSums
                 let n = Double(count)
                 m.linearMeans = neutral * 20 >= count ? (nr / Double(neutral), ng / Double(neutral), nb / Double(neutral)) : (r / n, g / n, b / n)
             }

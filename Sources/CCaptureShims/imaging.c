@@ -263,3 +263,64 @@ int64_t ck_contrast_sum(const uint8_t *base, ptrdiff_t stride, int step, int row
     *count = (int64_t)rows * n;
     return sum;
 }
+
+// The white-balance meter's gray world (CameraImaging.measure), on doubles: the same expressions,
+// in the same order, as the Swift it replaces, so the same bits. No contraction into fused
+// multiply-adds (that would round once where the Swift rounds twice).
+#pragma clang fp contract(off)
+
+// SyntheticFrameRenderer.linearRGB's entry of the 4097-entry linear table for v: Swift's
+// min(max(v, 0), 1) · 4096 + 0.5, truncated.
+static inline int ck_linear_index(double v) {
+    double m = (0.0 >= v) ? 0.0 : v;
+    m = (1.0 < m) ? 1.0 : m;
+    return (int)(m * 4096 + 0.5);
+}
+
+CK_VECTOR
+int ck_gray_world_samples(const uint8_t *luma, ptrdiff_t lumaStride, const uint8_t *cb, ptrdiff_t cbStride, int cbSubY,
+                          const uint8_t *cr, ptrdiff_t crStride, int crSubY, const ptrdiff_t *lumaColumns,
+                          const ptrdiff_t *cbColumns, const ptrdiff_t *crColumns, int columns, int y0, int y1, int yStep,
+                          const double *yp, const double *cp, const double *table, int32_t *scratch,
+                          uint16_t *samples, double *sums) {
+    int count = 0;
+    double r = 0, g = 0, b = 0;
+    int32_t *ri = scratch, *gi = scratch + columns, *bi = scratch + 2 * columns;
+    for (int y = y0; y < y1; y += yStep) {
+        const uint8_t *lr = luma + y * lumaStride;
+        const uint8_t *cbr = cb + (y / cbSubY) * cbStride, *crr = cr + (y / crSubY) * crStride;
+        // The table entries of a row first (independent samples), then the sums in order.
+        for (int i = 0; i < columns; i++) {
+            double l = yp[lr[lumaColumns[i]]], u = cp[cbr[cbColumns[i]]], v = cp[crr[crColumns[i]]];
+            ri[i] = ck_linear_index(l + 1.402 * v);
+            gi[i] = ck_linear_index(l - 0.344136 * u - 0.714136 * v);
+            bi[i] = ck_linear_index(l + 1.772 * u);
+        }
+        for (int i = 0; i < columns; i++) {
+            r += table[ri[i]];
+            g += table[gi[i]];
+            b += table[bi[i]];
+            samples[3 * count] = (uint16_t)ri[i];
+            samples[3 * count + 1] = (uint16_t)gi[i];
+            samples[3 * count + 2] = (uint16_t)bi[i];
+            count++;
+        }
+    }
+    sums[0] = r; sums[1] = g; sums[2] = b;
+    return count;
+}
+
+CK_VECTOR
+int ck_gray_world_neutral(const uint16_t *samples, int count, const double *table, double castR, double castB,
+                          double *sums) {
+    double nr = 0, ng = 0, nb = 0;
+    int neutral = 0;
+    for (int i = 0; i < count; i++) {
+        double sr = table[samples[3 * i]], sg = table[samples[3 * i + 1]], sb = table[samples[3 * i + 2]];
+        if (!(sg > 0.002)) continue;
+        double qr = (sr / sg) / castR, qb = (sb / sg) / castB;
+        if (qr > 1 / 1.5 && qr < 1.5 && qb > 1 / 1.5 && qb < 1.5) { nr += sr; ng += sg; nb += sb; neutral++; }
+    }
+    sums[0] = nr; sums[1] = ng; sums[2] = nb;
+    return neutral;
+}
