@@ -145,6 +145,8 @@ public final class SimulatorScenario: Sendable {
         var videoFaults: [String: VideoFaults] = [:]
         var bufferStarvationTimeout: Duration = .seconds(10)
         var rendersAhead = true
+        var leavesRenderAheadToDeliverer = false
+        var renderAheadByDeliverer = 0
         var renderAheadCounts = (used: 0, discarded: 0)
         var handlers: [@Sendable (String, Bool) -> Void] = []
         /// Devices whose plugged-in state was set (by a profile's `pluggedIn` or connect/disconnect).
@@ -478,6 +480,19 @@ public final class SimulatorScenario: Sendable {
     /// from changed, e.g. a control set while the frame before was delivered).
     public var renderAheadCounts: (used: Int, discarded: Int) { state.withLock { $0.renderAheadCounts } }
 
+    /// Frames rendered ahead whose render the delivering thread did itself, because the render
+    /// queue had not begun it when the frame was due.
+    package var renderAheadByDeliverer: Int { state.withLock { $0.renderAheadByDeliverer } }
+
+    /// Tests: frames planned ahead are not handed to the render queue, so the delivering thread
+    /// renders every one of them itself (the path taken when the queue's worker has no core yet).
+    package var leavesRenderAheadToDeliverer: Bool {
+        get { state.withLock { $0.leavesRenderAheadToDeliverer } }
+        set { state.withLock { $0.leavesRenderAheadToDeliverer = newValue } }
+    }
+
+    func countRenderAheadByDeliverer() { state.withLock { $0.renderAheadByDeliverer += 1 } }
+
     func countRenderAhead(used: Bool) {
         state.withLock { if used { $0.renderAheadCounts.used += 1 } else { $0.renderAheadCounts.discarded += 1 } }
     }
@@ -607,18 +622,48 @@ final class SimulatedVideoStream: ReconfigurableStream {
         let setup: SimulatedStreamSetup
         let buffer: PixelBuffer
         let planned: SimulatedCamera.PlannedFrame
-        /// Written on `renderQueue` before `rendered` is signalled; read only after waiting for it.
+        /// Written by whoever claimed the render, before `rendered` is signalled; read only after
+        /// waiting for it.
         var measurements: FrameMeasurements?
         let rendered = DispatchSemaphore(value: 0)
+        /// The render: run once, by `renderQueue` or by the delivering thread, whichever claims it first.
+        private let render: @Sendable () -> FrameMeasurements
+        private let claimed = Locked(false)
 
         init(index: Int64, offset: MediaTime, previous: MediaTime?, setup: SimulatedStreamSetup, buffer: PixelBuffer,
-             planned: SimulatedCamera.PlannedFrame) {
+             planned: SimulatedCamera.PlannedFrame, render: @escaping @Sendable () -> FrameMeasurements) {
             self.index = index
             self.offset = offset
             self.previous = previous
             self.setup = setup
             self.buffer = buffer
             self.planned = planned
+            self.render = render
+        }
+
+        /// Renders the frame if nobody has begun to; false if someone has.
+        func runIfUnclaimed() -> Bool {
+            guard claimed.withLock({ c in defer { c = true }; return !c }) else { return false }
+            measurements = render()
+            rendered.signal()
+            return true
+        }
+
+        /// The render's result: rendered here if `renderQueue` has not begun it yet (with x264's
+        /// threads holding both cores, the queue's worker could wait a scheduler slice or more for
+        /// one while this thread, already running, stalls the encoder's input), otherwise waited
+        /// for. Either way the renderer is free again on return.
+        /// True if it rendered here.
+        func finish() -> Bool {
+            if runIfUnclaimed() { return true }
+            wait()
+            return false
+        }
+
+        /// The frame is not wanted: nobody renders it if nobody has begun to; a render under way is
+        /// waited for.
+        func cancel() {
+            if claimed.withLock({ c in defer { c = true }; return !c }) { rendered.signal() } else { wait() }
         }
 
         /// Waits for the render (the renderer is then free again).
@@ -648,16 +693,13 @@ final class SimulatedVideoStream: ReconfigurableStream {
         let configuration = setup.configuration, renderer = setup.renderer
         let planned = camera.planAhead(format: configuration.format, frameDuration: configuration.frameDuration,
                                        width: renderer.width, height: renderer.height)
-        let frame = FrameAhead(index: index, offset: offset, previous: previous, setup: setup, buffer: buffer, planned: planned)
-        ahead.withLock { $0 = frame }
-        renderQueue.async {
-            let plan = planned.plan
-            frame.measurements = renderer.render(frame: index, effects: plan.effects,
-                                                 syncFlash: SyntheticFrameRenderer.showsSyncFlash(offset: offset, previous: previous),
-                                                 metering: plan.metering, motion: self.motion(plan, index: index), into: buffer,
-                                                 items: plan.items)
-            frame.rendered.signal()
+        let plan = planned.plan, motion = self.motion(plan, index: index)
+        let frame = FrameAhead(index: index, offset: offset, previous: previous, setup: setup, buffer: buffer, planned: planned) {
+            renderer.render(frame: index, effects: plan.effects, syncFlash: SyntheticFrameRenderer.showsSyncFlash(offset: offset, previous: previous),
+                            metering: plan.metering, motion: motion, into: buffer, items: plan.items)
         }
+        ahead.withLock { $0 = frame }
+        if !camera.scenario.leavesRenderAheadToDeliverer { renderQueue.async { _ = frame.runIfUnclaimed() } }
     }
 
     /// The frame rendered ahead, if it is frame `index` at `offset` in `setup` and the camera could
@@ -665,12 +707,15 @@ final class SimulatedVideoStream: ReconfigurableStream {
     /// rendered ahead is waited for first, so the renderer is free on return.
     private func takeAhead(index: Int64, offset: MediaTime, previous: MediaTime?, setup: SimulatedStreamSetup) -> FrameAhead? {
         guard let frame = ahead.withLock({ a in defer { a = nil }; return a }) else { return nil }
-        frame.wait()
+        // Whether it is still the frame to deliver does not depend on its pixels, so a frame the
+        // queue has not begun is dropped unrendered, and one it has begun is waited for.
         guard frame.index == index, frame.offset == offset, frame.previous == previous, frame.setup === setup,
               camera.commit(frame.planned) else {
+            frame.cancel()
             camera.scenario.countRenderAhead(used: false)
             return nil
         }
+        if frame.finish() { camera.scenario.countRenderAheadByDeliverer() }
         camera.scenario.countRenderAhead(used: true)
         return frame
     }
@@ -695,7 +740,7 @@ final class SimulatedVideoStream: ReconfigurableStream {
     /// Real time: PTS on the host clock from `hostTime`; virtual time: from the session's virtual now.
     func start(at hostTime: MediaTime) throws(CaptureError) {
         state.withLock { $0 = (0, .zero, nil, hostTime) }
-        if let stale = ahead.withLock({ a in defer { a = nil }; return a }) { stale.wait() }
+        if let stale = ahead.withLock({ a in defer { a = nil }; return a }) { stale.cancel() }
         faults.withLock { $0 = camera.scenario.videoFaults(camera.profile.uniqueID) }
         let origin = camera.scenario.faultClock(startingAt: hostTime, device: camera.profile.uniqueID)
         timeline.withLock { $0 = VideoFaultState(origin: origin, registered: true) }
@@ -1040,3 +1085,4 @@ final class SimulatedAudioStream: DriverStream {
         if timeline.withLock({ s in defer { s.registered = false }; return s.registered }) { scenario.streamStopped(device: uniqueID) }
     }
 }
+

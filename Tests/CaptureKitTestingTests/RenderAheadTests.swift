@@ -8,7 +8,8 @@ import Testing
 /// so a recording is the same, frame for frame, with it on or off, even when controls change
 /// between frames (here between harness steps, where the frame after the step is already rendered).
 @Suite struct RenderAheadTests {
-    static func record(rendersAhead: Bool, changingControls: Bool) async throws -> (frames: [String], used: Int, discarded: Int) {
+    static func record(rendersAhead: Bool, changingControls: Bool, byDeliverer: Bool = false)
+        async throws -> (frames: [String], used: Int, discarded: Int, byDeliverer: Int) {
         let movie = try HarnessTests.folder() + "/ahead.mp4"
         var c = CaptureHarness.Configuration()
         c.seed = 11
@@ -17,6 +18,7 @@ import Testing
         c.microphone = nil
         let harness = try CaptureHarness(c)
         harness.scenario.rendersAhead = rendersAhead
+        harness.scenario.leavesRenderAheadToDeliverer = byDeliverer
         try harness.start()
         try harness.advance(toFrame: 8)
         if changingControls, let camera = harness.camera {
@@ -37,7 +39,8 @@ import Testing
         #expect(recording.frameCount == 40)
         let md5 = try TestSupportTools.run("ffmpeg", ["-v", "error", "-i", movie, "-map", "0:v", "-f", "framemd5", "-"])
         let counts = harness.scenario.renderAheadCounts
-        return (md5.split(separator: "\n").filter { !$0.hasPrefix("#") }.map(String.init), counts.used, counts.discarded)
+        return (md5.split(separator: "\n").filter { !$0.hasPrefix("#") }.map(String.init), counts.used, counts.discarded,
+                harness.scenario.renderAheadByDeliverer)
     }
 
     @Test func theSameFramesWithOrWithoutRenderingAheadWhileControlsChange() async throws {
@@ -53,6 +56,18 @@ import Testing
         #expect(ahead.used >= 30, "used \(ahead.used)")
         #expect(ahead.discarded >= 3, "discarded \(ahead.discarded)")
         #expect(inTurn.used == 0 && inTurn.discarded == 0)
+    }
+
+    /// When the render queue has not begun a frame by the time it is due (its worker waiting for a
+    /// core x264's threads hold), the delivering thread renders it itself. Here every frame takes
+    /// that path: the same frames again, and the counts say who rendered them.
+    @Test func theDeliveringThreadRendersAFrameTheQueueHasNotBegun() async throws {
+        let byDeliverer = try await Self.record(rendersAhead: true, changingControls: true, byDeliverer: true)
+        let inTurn = try await Self.record(rendersAhead: false, changingControls: true)
+        #expect(byDeliverer.frames.count == 40 && byDeliverer.frames == inTurn.frames)
+        #expect(byDeliverer.used >= 30 && byDeliverer.discarded >= 3, "used \(byDeliverer.used), discarded \(byDeliverer.discarded)")
+        // The frames thrown away were never rendered (nothing began them), the others all here.
+        #expect(byDeliverer.byDeliverer == byDeliverer.used, "\(byDeliverer)")
     }
 }
 
