@@ -61,11 +61,35 @@ public struct ToneGenerator: Sendable {
     /// Fills `count` interleaved frames starting at sample `first`, the same value on every channel
     /// (`sample`'s values, read from the table).
     public func fill(_ out: UnsafeMutablePointer<Float>, first: Int64, count: Int, channels: Int) {
-        wave.withUnsafeBufferPointer { wave in
+        let rate = Int64(sampleRate)
+        let tone = Int64(spec.toneFrequency.rounded()), burst = Int64(spec.burstFrequency.rounded())
+        guard first >= 0, rate > 0, tone >= 0, burst >= 0 else {
             for n in 0..<count {
-                let step = cycles(first + Int64(n))
-                let value = step >= 0 ? wave[Int(step)] : sample(first + Int64(n))
+                let value = sample(first + Int64(n))
                 for c in 0..<channels { out[n * channels + c] = value }
+            }
+            return
+        }
+        wave.withUnsafeBufferPointer { wave in
+            // Runs of one sine (a burst, or the tone between bursts): the phase step advances by
+            // f mod rate a sample, wrapping at rate, which is (i × f) mod rate without the two
+            // divisions per sample `cycles` takes.
+            var i = first, n = 0
+            while n < count {
+                let offset = i % rate, second = i - offset
+                let inBurst = isBurst(sample: i)
+                let end = inBurst ? second + burstLength : second + rate
+                let run = Int(min(Int64(count - n), end - i))
+                let advance = (inBurst ? burst : tone) % rate
+                var step = cycles(i)
+                for k in n..<(n + run) {
+                    let value = wave[Int(step)]
+                    for c in 0..<channels { out[k * channels + c] = value }
+                    step += advance
+                    if step >= rate { step -= rate }
+                }
+                n += run
+                i += Int64(run)
             }
         }
     }

@@ -64,8 +64,9 @@ import Testing
         quieter.toneLevelDBFS = -6
         for (rate, spec) in [(48_000, SyncToneSpec()), (44_100, quieter), (8_000, SyncToneSpec())] {
             let tone = ToneGenerator(spec: spec, sampleRate: rate)
-            for first in [Int64(0), Int64(rate) - 700, 3_600 * Int64(rate) + 11] {
-                let count = 3_000
+            // Runs that start in the tone, cross into a burst and out of it, an hour in, and over
+            // several seconds (fill steps the phase through each run of one sine).
+            for (first, count) in [(Int64(0), 3_000), (Int64(rate) - 700, 3_000), (3_600 * Int64(rate) + 11, 3_000), (Int64(17), 3 * rate + 5)] {
                 var out = [Float](repeating: .nan, count: count * 2)
                 out.withUnsafeMutableBufferPointer { tone.fill($0.baseAddress!, first: first, count: count, channels: 2) }
                 var mismatches = 0
