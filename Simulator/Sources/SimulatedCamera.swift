@@ -402,7 +402,8 @@ final class SimulatedCamera: ControlReportingDevice {
     /// The values a client sees now (and a frame reports).
     static func values(_ s: State, _ c: SimulatedCameraCapabilities) -> [ControlID: ControlValue] {
         let st = s.settings, live = s.live
-        var v: [ControlID: ControlValue] = [:]
+        // Sized once for every control below (this runs for every frame).
+        var v = [ControlID: ControlValue](minimumCapacity: 64)
         if !c.focusModes.isEmpty {
             v[.focusMode] = .menu(st.focusMode.rawValue)
             v[.lensPosition] = .real(st.focusMode == .locked && live.sweep == nil ? st.lensTarget : live.lens)
@@ -445,14 +446,20 @@ final class SimulatedCamera: ControlReportingDevice {
         v[.videoStabilizationMode] = .menu(st.stabilization.rawValue)
         v[.sceneQRCode] = .text(st.items.qrCode)
         v[.sceneFace] = .bool(st.items.face)
-        for (item, p) in [("qrCode", st.items.qr), ("face", st.items.facePlacement)] {
-            v[.custom("scene.\(item).x")] = .real(p.x)
-            v[.custom("scene.\(item).y")] = .real(p.y)
-            v[.custom("scene.\(item).size")] = .real(p.size)
-            v[.custom("scene.\(item).rotation")] = .real(p.rotation)
-            v[.custom("scene.\(item).motion")] = .real(p.motion)
+        for (keys, p) in zip(sceneItemPlacementControls, [st.items.qr, st.items.facePlacement]) {
+            v[keys.x] = .real(p.x)
+            v[keys.y] = .real(p.y)
+            v[keys.size] = .real(p.size)
+            v[keys.rotation] = .real(p.rotation)
+            v[keys.motion] = .real(p.motion)
         }
         return v
+    }
+
+    /// The scene items' placement controls (`scene.qrCode.x` …, `scene.face.x` …), named once.
+    private static let sceneItemPlacementControls = ["qrCode", "face"].map { item in
+        (x: ControlID.custom("scene.\(item).x"), y: ControlID.custom("scene.\(item).y"), size: ControlID.custom("scene.\(item).size"),
+         rotation: ControlID.custom("scene.\(item).rotation"), motion: ControlID.custom("scene.\(item).motion"))
     }
 
     /// The control state in effect for the next frame, as camera effects.
