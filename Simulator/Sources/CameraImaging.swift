@@ -374,7 +374,7 @@ enum CameraImaging {
                 cbColumns[i] = (x / cb.subX) * cb.step
                 crColumns[i] = (x / cr.subX) * cr.step
             }
-            let scratch = UnsafeMutablePointer<Int32>.allocate(capacity: 3 * columnCount)
+            let scratch = UnsafeMutablePointer<Int32>.allocate(capacity: 9 * columnCount + 2)
             defer { scratch.deallocate() }
             // Each sample's three entries of the linear table (R, G, B).
             let samples = UnsafeMutablePointer<UInt16>.allocate(capacity: 3 * max(1, columnCount * rowCount))

@@ -286,12 +286,19 @@ int ck_gray_world_samples(const uint8_t *luma, ptrdiff_t lumaStride, const uint8
     int count = 0;
     double r = 0, g = 0, b = 0;
     int32_t *ri = scratch, *gi = scratch + columns, *bi = scratch + 2 * columns;
+    double *ls = (double *)(scratch + ((3 * columns + 1) & ~1)), *us = ls + columns, *vs = us + columns;
     for (int y = y0; y < y1; y += yStep) {
         const uint8_t *lr = luma + y * lumaStride;
         const uint8_t *cbr = cb + (y / cbSubY) * cbStride, *crr = cr + (y / crSubY) * crStride;
-        // The table entries of a row first (independent samples), then the sums in order.
+        // A row's terms, then its table entries (plain arithmetic on arrays, which vectorises),
+        // then the sums in order.
         for (int i = 0; i < columns; i++) {
-            double l = yp[lr[lumaColumns[i]]], u = cp[cbr[cbColumns[i]]], v = cp[crr[crColumns[i]]];
+            ls[i] = yp[lr[lumaColumns[i]]];
+            us[i] = cp[cbr[cbColumns[i]]];
+            vs[i] = cp[crr[crColumns[i]]];
+        }
+        for (int i = 0; i < columns; i++) {
+            double l = ls[i], u = us[i], v = vs[i];
             ri[i] = ck_linear_index(l + 1.402 * v);
             gi[i] = ck_linear_index(l - 0.344136 * u - 0.714136 * v);
             bi[i] = ck_linear_index(l + 1.772 * u);
