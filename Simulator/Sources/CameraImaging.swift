@@ -374,8 +374,10 @@ enum CameraImaging {
                 cbColumns[i] = (x / cb.subX) * cb.step
                 crColumns[i] = (x / cr.subX) * cr.step
             }
-            let scratch = UnsafeMutablePointer<Int32>.allocate(capacity: 9 * columnCount + 2)
-            defer { scratch.deallocate() }
+            let rowTerms = UnsafeMutablePointer<Double>.allocate(capacity: 3 * columnCount)
+            defer { rowTerms.deallocate() }
+            let entries = UnsafeMutablePointer<Int32>.allocate(capacity: 3 * columnCount)
+            defer { entries.deallocate() }
             // Each sample's three entries of the linear table (R, G, B).
             let samples = UnsafeMutablePointer<UInt16>.allocate(capacity: 3 * max(1, columnCount * rowCount))
             defer { samples.deallocate() }
@@ -390,7 +392,7 @@ enum CameraImaging {
                             $0.withMemoryRebound(to: Double.self, capacity: 3) { out in
                                 Int(ck_gray_world_samples(lumaBase, lumaStride, cbBase, cbStride, Int32(cb.subY), crBase, crStride, Int32(cr.subY),
                                                           lumaColumns, cbColumns, crColumns, Int32(columnCount), Int32(band), Int32(buffer.height),
-                                                          Int32(grid), yp.baseAddress!, cp.baseAddress!, table.baseAddress!, scratch, samples, out))
+                                                          Int32(grid), yp.baseAddress!, cp.baseAddress!, table.baseAddress!, rowTerms, entries, samples, out))
                             }
                         }
                     }

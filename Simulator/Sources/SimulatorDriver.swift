@@ -611,7 +611,8 @@ final class SimulatedVideoStream: ReconfigurableStream {
     }
 
     /// Virtual pace: the next frame, rendered on `renderQueue` while this one is delivered (and
-    /// encoded), so rendering and encoding overlap. It is used only if it is exactly the frame this
+    /// encoded), so rendering and encoding overlap (or by the delivering thread, if the queue has
+    /// not begun it when it is due). It is used only if it is exactly the frame this
     /// stream would render at its turn: same index, setup and timing, and the camera's state untouched
     /// since it was planned (`SimulatedCamera.commit`: no control set, no frame begun or ended).
     /// Otherwise it is thrown away and the frame rendered again, so frames never depend on it.
@@ -641,9 +642,12 @@ final class SimulatedVideoStream: ReconfigurableStream {
             self.render = render
         }
 
+        /// Takes the render for the caller: true once, for the first to ask.
+        private func claim() -> Bool { claimed.withLock { c in defer { c = true }; return !c } }
+
         /// Renders the frame if nobody has begun to; false if someone has.
         func runIfUnclaimed() -> Bool {
-            guard claimed.withLock({ c in defer { c = true }; return !c }) else { return false }
+            guard claim() else { return false }
             measurements = render()
             rendered.signal()
             return true
@@ -652,8 +656,7 @@ final class SimulatedVideoStream: ReconfigurableStream {
         /// The render's result: rendered here if `renderQueue` has not begun it yet (with x264's
         /// threads holding both cores, the queue's worker could wait a scheduler slice or more for
         /// one while this thread, already running, stalls the encoder's input), otherwise waited
-        /// for. Either way the renderer is free again on return.
-        /// True if it rendered here.
+        /// for. Either way the renderer is free again on return. True if it rendered here.
         func finish() -> Bool {
             if runIfUnclaimed() { return true }
             wait()
@@ -663,7 +666,7 @@ final class SimulatedVideoStream: ReconfigurableStream {
         /// The frame is not wanted: nobody renders it if nobody has begun to; a render under way is
         /// waited for.
         func cancel() {
-            if claimed.withLock({ c in defer { c = true }; return !c }) { rendered.signal() } else { wait() }
+            if claim() { rendered.signal() } else { wait() }
         }
 
         /// Waits for the render (the renderer is then free again).
@@ -703,8 +706,9 @@ final class SimulatedVideoStream: ReconfigurableStream {
     }
 
     /// The frame rendered ahead, if it is frame `index` at `offset` in `setup` and the camera could
-    /// begin it as planned (its state then moves exactly as `beginFrame` would move it); any frame
-    /// rendered ahead is waited for first, so the renderer is free on return.
+    /// begin it as planned (its state then moves exactly as `beginFrame` would move it), rendered
+    /// here if the render queue has not begun it; a frame not wanted is never begun or is waited
+    /// for, so either way the renderer is free on return.
     private func takeAhead(index: Int64, offset: MediaTime, previous: MediaTime?, setup: SimulatedStreamSetup) -> FrameAhead? {
         guard let frame = ahead.withLock({ a in defer { a = nil }; return a }) else { return nil }
         // Whether it is still the frame to deliver does not depend on its pixels, so a frame the
@@ -1085,4 +1089,3 @@ final class SimulatedAudioStream: DriverStream {
         if timeline.withLock({ s in defer { s.registered = false }; return s.registered }) { scenario.streamStopped(device: uniqueID) }
     }
 }
-

@@ -281,12 +281,12 @@ CK_VECTOR
 int ck_gray_world_samples(const uint8_t *luma, ptrdiff_t lumaStride, const uint8_t *cb, ptrdiff_t cbStride, int cbSubY,
                           const uint8_t *cr, ptrdiff_t crStride, int crSubY, const ptrdiff_t *lumaColumns,
                           const ptrdiff_t *cbColumns, const ptrdiff_t *crColumns, int columns, int y0, int y1, int yStep,
-                          const double *yp, const double *cp, const double *table, int32_t *scratch,
-                          uint16_t *samples, double *sums) {
+                          const double *yp, const double *cp, const double *table, double *terms,
+                          int32_t *entries, uint16_t *samples, double *sums) {
     int count = 0;
     double r = 0, g = 0, b = 0;
-    int32_t *ri = scratch, *gi = scratch + columns, *bi = scratch + 2 * columns;
-    double *ls = (double *)(scratch + ((3 * columns + 1) & ~1)), *us = ls + columns, *vs = us + columns;
+    int32_t *ri = entries, *gi = entries + columns, *bi = entries + 2 * columns;
+    double *ls = terms, *us = terms + columns, *vs = terms + 2 * columns;
     for (int y = y0; y < y1; y += yStep) {
         const uint8_t *lr = luma + y * lumaStride;
         const uint8_t *cbr = cb + (y / cbSubY) * cbStride, *crr = cr + (y / crSubY) * crStride;
