@@ -148,6 +148,11 @@ public final class MovieWriter {
     private var isHoldingVideo = false
     private var heldVideoTimeBase = AVRational(num: 1, den: 1)
     private let audio: AudioEncoder?
+    /// Encodes each audio buffer on a queue while the writer goes on (see `AudioEncodingLane`).
+    private let audioLane: AudioEncodingLane?
+    /// Audio buffers that may wait for the next video frame before they are written (a frame
+    /// period holds 1–2 buffers of 1024 samples at 48 kHz and 30 fps).
+    static let audioBuffersAhead = 8
     private var videoStream: UnsafeMutablePointer<AVStream>?
     private var audioStream: UnsafeMutablePointer<AVStream>?
     private var finished = false
@@ -235,6 +240,7 @@ public final class MovieWriter {
         passthroughPacket = videoPassthrough == nil ? nil : try PacketOwner()
         heldVideo = try PacketOwner()
         audio = try audioSettings.map { (s) throws(CaptureError) in try AudioEncoder(settings: s) }
+        audioLane = audio.map { AudioEncodingLane(encoder: $0) }
 
         var context: UnsafeMutablePointer<AVFormatContext>? = nil
         try FFmpeg.check(avformat_alloc_output_context2(&context, nil, fileType.muxerName, path),
@@ -352,10 +358,32 @@ public final class MovieWriter {
         // An injected slow encoder: this frame takes at least that long (wall time).
         let stall = options.faults.encoderStall(at: Double(ticks) * tick.seconds)
         if stall > 0 { usleep(useconds_t(stall) * 1000) }
-        try video.encode(buffer, ticks: ticks, forceKeyframe: forceKeyframe) { (packet) throws(CaptureError) in
-            try write(packet, timeBase: video.context.pointee.time_base, stream: stream)
+        // Encoded first (the audio buffer appended last is encoded meanwhile), then written after
+        // that buffer's packets, in the order encoding both in place gave.
+        var packets: [PacketOwner] = []
+        var encodeFailure: CaptureError?
+        do {
+            try video.encode(buffer, ticks: ticks, forceKeyframe: forceKeyframe) { (packet) throws(CaptureError) in
+                let kept = try PacketOwner()
+                av_packet_move_ref(kept.packet, packet)
+                packets.append(kept)
+            }
+        } catch {
+            encodeFailure = error
         }
+        var audioFailure: CaptureError?
+        do { try writeEncodedAudio() } catch { audioFailure = error }
+        for kept in packets { try write(kept.packet, timeBase: video.context.pointee.time_base, stream: stream) }
+        if let failure = audioFailure ?? encodeFailure { throw failure }
         videoFramesWritten += 1
+    }
+
+    /// Writes the packets of the audio buffers appended since the last call that wrote (see
+    /// `AudioEncodingLane`), then throws what stopped their encoding, if anything did.
+    private func writeEncodedAudio() throws(CaptureError) {
+        guard let audio, let stream = audioStream, let encoded = audioLane?.take() else { return }
+        for kept in encoded.packets { try write(kept.packet, timeBase: audio.context.pointee.time_base, stream: stream) }
+        if let failure = encoded.failure { throw failure }
     }
 
     /// Appends one already-compressed frame (a pass-through track) as it is: its bytes become one
@@ -373,6 +401,7 @@ public final class MovieWriter {
         }
         let inspection = buffer.withCompressedData { JPEGFrameCheck.inspect($0) }
         if let problem = inspection.problem { throw .invalidCompressedFrame(problem) }
+        try writeEncodedAudio()
         let p = packet.packet
         defer { av_packet_unref(p) }
         try PixelBufferPackets.wrap(buffer, length: inspection.length, into: p)
@@ -384,18 +413,22 @@ public final class MovieWriter {
         videoFramesWritten += 1
     }
 
-    /// Appends audio samples that directly follow the previous ones.
+    /// Appends audio samples that directly follow the previous ones. They are encoded on the audio
+    /// lane's queue and written at this writer's next video append or `finish` (audio only: at the
+    /// next append), before what that call writes, so an encoding or write failure of theirs is
+    /// thrown there. At most `audioBuffersAhead` wait, so a camera that stops sending frames
+    /// cannot make them pile up.
     public func appendAudio(_ buffer: AudioPCMBuffer) throws(CaptureError) {
-        guard let audio, let stream = audioStream else { throw .invalidState("this movie has no audio track") }
+        guard let audioLane, audioStream != nil else { throw .invalidState("this movie has no audio track") }
         guard !finished else { throw .invalidState("the movie is already finished") }
-        try audio.encode(buffer) { (packet) throws(CaptureError) in
-            try write(packet, timeBase: audio.context.pointee.time_base, stream: stream)
-        }
+        if videoStream == nil || audioLane.pendingCount >= Self.audioBuffersAhead { try writeEncodedAudio() }
+        audioLane.encode(buffer)
         audioSamplesWritten += Int64(buffer.frameLength)
     }
 
     /// Bytes the file holds so far, counting packets the muxer still buffers (a fragment is
-    /// written whole), so size limits see data as soon as it is encoded.
+    /// written whole), so size limits see data as soon as it is encoded — audio from the writer's
+    /// next call on (one buffer behind: `AudioEncodingLane`).
     public var bytesWritten: Int64 {
         guard let pb = formatContext?.pointee.pb else { return 0 }
         return max(avio_tell(pb), headerBytes + packetBytes)
@@ -449,6 +482,7 @@ public final class MovieWriter {
         finished = true
         if let writeFailure { throw keepCompleteFragments(after: writeFailure) }
         var failure: CaptureError?
+        do { try writeEncodedAudio() } catch { failure = error }
         do {
             if let video, let stream = videoStream {
                 try video.finish { (packet) throws(CaptureError) in
@@ -466,7 +500,7 @@ public final class MovieWriter {
                 }
             }
         } catch {
-            failure = error
+            failure = failure ?? error
         }
         // Always write the trailer: a file with a trailer is playable even if a flush failed.
         let trailer = av_write_trailer(fc)
