@@ -177,6 +177,9 @@ public final class MovieWriter {
         public var defragmentsOnFinish = true
         /// Injected faults (tests, simulated runs): none by default.
         public var faults = OutputFaults()
+        /// Tests: false encodes each audio buffer in place, on the appending thread, as before
+        /// `AudioEncodingLane` (to compare the two: the files must be the same bytes).
+        package var encodesAudioOnLane = true
         public init(fragmentInterval: MediaTime? = nil, rotation: Int = 0, mirrored: Bool = false,
                     defragmentsOnFinish: Bool = true) {
             self.fragmentInterval = fragmentInterval
@@ -240,7 +243,7 @@ public final class MovieWriter {
         passthroughPacket = videoPassthrough == nil ? nil : try PacketOwner()
         heldVideo = try PacketOwner()
         audio = try audioSettings.map { (s) throws(CaptureError) in try AudioEncoder(settings: s) }
-        audioLane = audio.map { AudioEncodingLane(encoder: $0) }
+        audioLane = options.encodesAudioOnLane ? audio.map { AudioEncodingLane(encoder: $0) } : nil
 
         var context: UnsafeMutablePointer<AVFormatContext>? = nil
         try FFmpeg.check(avformat_alloc_output_context2(&context, nil, fileType.muxerName, path),
@@ -419,8 +422,15 @@ public final class MovieWriter {
     /// thrown there. At most `audioBuffersAhead` wait, so a camera that stops sending frames
     /// cannot make them pile up.
     public func appendAudio(_ buffer: AudioPCMBuffer) throws(CaptureError) {
-        guard let audioLane, audioStream != nil else { throw .invalidState("this movie has no audio track") }
+        guard let audio, let stream = audioStream else { throw .invalidState("this movie has no audio track") }
         guard !finished else { throw .invalidState("the movie is already finished") }
+        guard let audioLane else {
+            try audio.encode(buffer) { (packet) throws(CaptureError) in
+                try write(packet, timeBase: audio.context.pointee.time_base, stream: stream)
+            }
+            audioSamplesWritten += Int64(buffer.frameLength)
+            return
+        }
         if videoStream == nil || audioLane.pendingCount >= Self.audioBuffersAhead { try writeEncodedAudio() }
         audioLane.encode(buffer)
         audioSamplesWritten += Int64(buffer.frameLength)
