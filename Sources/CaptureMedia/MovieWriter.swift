@@ -361,8 +361,8 @@ public final class MovieWriter {
         // An injected slow encoder: this frame takes at least that long (wall time).
         let stall = options.faults.encoderStall(at: Double(ticks) * tick.seconds)
         if stall > 0 { usleep(useconds_t(stall) * 1000) }
-        // Encoded first (the audio buffer appended last is encoded meanwhile), then written after
-        // that buffer's packets, in the order encoding both in place gave.
+        // Encoded first (the audio buffers appended since the last frame are encoded meanwhile),
+        // then written after their packets, in the order encoding both in place gave.
         var packets: [PacketOwner] = []
         var encodeFailure: CaptureError?
         do {
@@ -437,8 +437,8 @@ public final class MovieWriter {
     }
 
     /// Bytes the file holds so far, counting packets the muxer still buffers (a fragment is
-    /// written whole), so size limits see data as soon as it is encoded — audio from the writer's
-    /// next call on (one buffer behind: `AudioEncodingLane`).
+    /// written whole), so size limits see data as soon as it is encoded — audio once the writer
+    /// takes it from `AudioEncodingLane` (at most `audioBuffersAhead` buffers behind).
     public var bytesWritten: Int64 {
         guard let pb = formatContext?.pointee.pb else { return 0 }
         return max(avio_tell(pb), headerBytes + packetBytes)
