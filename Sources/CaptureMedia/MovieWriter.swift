@@ -361,6 +361,15 @@ public final class MovieWriter {
         // An injected slow encoder: this frame takes at least that long (wall time).
         let stall = options.faults.encoderStall(at: Double(ticks) * tick.seconds)
         if stall > 0 { usleep(useconds_t(stall) * 1000) }
+        // No audio waiting (video only, or none appended since the last frame): written as encoded.
+        // Nothing can be appended meanwhile (appends come one at a time), so the order is the same.
+        if (audioLane?.pendingCount ?? 0) == 0 {
+            try video.encode(buffer, ticks: ticks, forceKeyframe: forceKeyframe) { (packet) throws(CaptureError) in
+                try write(packet, timeBase: video.context.pointee.time_base, stream: stream)
+            }
+            videoFramesWritten += 1
+            return
+        }
         // Encoded first (the audio buffers appended since the last frame are encoded meanwhile),
         // then written after their packets, in the order encoding both in place gave.
         var packets: [PacketOwner] = []
@@ -384,7 +393,8 @@ public final class MovieWriter {
     /// Writes the packets of the audio buffers appended since the last call that wrote (see
     /// `AudioEncodingLane`), then throws what stopped their encoding, if anything did.
     private func writeEncodedAudio() throws(CaptureError) {
-        guard let audio, let stream = audioStream, let encoded = audioLane?.take() else { return }
+        guard let audio, let stream = audioStream, let audioLane, audioLane.pendingCount > 0 else { return }
+        let encoded = audioLane.take()
         for kept in encoded.packets { try write(kept.packet, timeBase: audio.context.pointee.time_base, stream: stream) }
         if let failure = encoded.failure { throw failure }
     }
