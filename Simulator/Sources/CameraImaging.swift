@@ -122,6 +122,32 @@ enum CameraImaging {
         }
     }
 
+    /// Copies the pixels of `rect` (luma coordinates) from `source` into `target` (same layout),
+    /// with the chroma samples the renderer's fills touch for it (rounded out to whole 2×2 blocks).
+    static func copyRect(_ rect: PixelRect, of source: PixelBuffer, into target: PixelBuffer) {
+        let x0 = max(rect.x0, 0), x1 = min(rect.x1, source.width), y0 = max(rect.y0, 0), y1 = min(rect.y1, source.height)
+        guard x0 < x1, y0 < y1 else { return }
+        func copy(_ plane: Int, rows: Range<Int>, bytes: Range<Int>) {
+            let stride = source.bytesPerRow[plane]
+            let from = source.baseAddress(ofPlane: plane) + bytes.lowerBound, to = target.producerBaseAddress(ofPlane: plane) + bytes.lowerBound
+            for row in rows { (to + row * stride).copyMemory(from: from + row * stride, byteCount: bytes.count) }
+        }
+        let chromaRows = (y0 / 2)..<((y1 + 1) / 2), c0 = x0 / 2, c1 = (x1 + 1) / 2
+        switch source.format {
+        case .nv12:
+            copy(0, rows: y0..<y1, bytes: x0..<x1)
+            copy(1, rows: chromaRows, bytes: (c0 * 2)..<(c1 * 2))
+        case .yuv420:
+            copy(0, rows: y0..<y1, bytes: x0..<x1)
+            copy(1, rows: chromaRows, bytes: c0..<c1)
+            copy(2, rows: chromaRows, bytes: c0..<c1)
+        case .yuyv:
+            copy(0, rows: y0..<y1, bytes: (c0 * 4)..<(c1 * 4))
+        default:
+            copyPlanes(of: source, into: target)
+        }
+    }
+
     /// Copies every plane of `source` into `target` (same layout).
     static func copyPlanes(of source: PixelBuffer, into target: PixelBuffer) {
         for plane in 0..<source.planeCount {

@@ -1,5 +1,6 @@
 import CaptureCore
 import Foundation
+import Synchronization
 
 /// What the simulated camera does to the scene in one frame. `neutral` renders the scene's
 /// reflectances as they are.
@@ -127,6 +128,9 @@ public final class SyntheticFrameRenderer: Sendable {
     /// Whether a noisy, sharp frame writes its luma as background + noise in one pass (`render`);
     /// off only to check that the frames are the same either way.
     let fusesNoiseWithCopy: Bool
+    /// Whether a plain frame puts back only what the buffer's previous plain frame drew over the
+    /// background (`drawPlainBackground`); off only to check that the frames are the same either way.
+    let redrawsOnlyChanges: Bool
 
     /// The statistics `render` measures, over any buffer (for checking them against a reference).
     package static func measure(_ buffer: PixelBuffer, _ request: MeteringRequest, fullRange: Bool) -> FrameMeasurements {
@@ -141,8 +145,9 @@ public final class SyntheticFrameRenderer: Sendable {
     }
 
     package init(pixelFormat: PixelFormat, dimensions: Dimensions, frameDuration: MediaTime, seed: UInt64,
-                 reusesBackgroundRowPass: Bool, fusesNoiseWithCopy: Bool = true) throws(CaptureError) {
+                 reusesBackgroundRowPass: Bool, fusesNoiseWithCopy: Bool = true, redrawsOnlyChanges: Bool = true) throws(CaptureError) {
         self.reusesBackgroundRowPass = reusesBackgroundRowPass
+        self.redrawsOnlyChanges = redrawsOnlyChanges
         self.fusesNoiseWithCopy = fusesNoiseWithCopy
         guard [.nv12, .yuv420, .yuyv].contains(pixelFormat) else {
             throw .formatNotSupported("the simulator renders NV12, YU12 and YUYV, not \(pixelFormat)")
@@ -276,8 +281,14 @@ public final class SyntheticFrameRenderer: Sendable {
         let boxRows = (box.y0..<max(box.y0, box.y1)).clamped(to: 0..<height)
         let fusesNoise = fusesNoiseWithCopy && effects.noiseSigma >= 0.25 && effects.blurRadius == 0 && items.isEmpty
             && CameraImaging.canNoiseFromSource(buffer)
+        // Plain (sharp, noiseless, no items, no shake), a frame is the background, the box and the
+        // markers, so memory that last held a plain frame over the same background needs only that
+        // frame's box, stamp band and sync marker put back (`drawPlainBackground`).
+        let plain = effects.blurRadius == 0 && effects.noiseSigma < 0.25 && items.isEmpty && (motion?.isIdentity ?? true)
         let noiseSource = fusesNoise ? copyBackground(effects, into: buffer, lumaRows: boxRows) : nil
-        let blurredBackground = fusesNoise ? nil : drawBackground(effects, into: buffer, onlyRows: reused ? box.y0..<max(box.y0, box.y1) : nil)
+        let plainBackground = plain ? drawPlainBackground(effects, into: buffer) : nil
+        let blurredBackground = fusesNoise || plain ? nil
+            : drawBackground(effects, into: buffer, onlyRows: reused ? box.y0..<max(box.y0, box.y1) : nil)
         let boxColor = Self.encode(scale(palette[boxColorIndex], effects), fullRange: effects.fullRange)
         fill(buffer, rows: box.y0..<box.y1, columns: box.x0..<box.x1, color: boxColor)
         if !items.isEmpty {
@@ -306,6 +317,8 @@ public final class SyntheticFrameRenderer: Sendable {
         // an overexposed or zoomed scene can never pass for a flash.
         fill(buffer, rows: layout.syncMarkerRows, columns: layout.syncMarkerColumns,
              color: YCbCr(y: syncFlash ? FrameMarkerLayout.lumaOne : FrameMarkerLayout.lumaZero, cb: 128, cr: 128))
+        // After the last write (every write call clears it).
+        buffer.producerContent = plainBackground.map { PlainFrame(background: $0, box: PixelRect(x0: box.x0, y0: box.y0, x1: box.x1, y1: box.y1)) }
         return measurements
     }
 
@@ -351,6 +364,45 @@ public final class SyntheticFrameRenderer: Sendable {
             let blurred = background.blurred ?? CameraImaging.BlurredBackground(template, radius: effects.blurRadius)
             background.blurred = blurred
             return (blurred, onlyRows)
+        }
+    }
+
+    /// What a plain frame drew over its background (kept with the buffer's memory, `PixelBuffer.producerContent`).
+    final class PlainFrame {
+        /// Weak: a buffer in a pool must not keep a background the cache has dropped alive.
+        weak var background: BackgroundCache?
+        let box: PixelRect
+        init(background: BackgroundCache, box: PixelRect) { self.background = background; self.box = box }
+    }
+
+    /// The rectangles the markers cover (luma coordinates).
+    private var markerRects: [PixelRect] {
+        [PixelRect(x0: 0, y0: 0, x1: width, y1: layout.stampBandHeight),
+         PixelRect(x0: layout.syncMarkerColumns.lowerBound, y0: layout.syncMarkerRows.lowerBound,
+                   x1: layout.syncMarkerColumns.upperBound, y1: layout.syncMarkerRows.upperBound)]
+    }
+
+    /// Frames whose background was put back from what their memory last held, not copied whole.
+    package var partialBackgroundCount: Int { partialBackgrounds.load(ordering: .relaxed) }
+    private let partialBackgrounds = Atomic<Int>(0)
+
+    /// A plain frame's background: when `buffer`'s memory last held a plain frame over this same
+    /// background (a pool hands its buffers round, so it usually did), only that frame's box and
+    /// markers are copied back from the background — about 1 % of the pixels instead of a whole
+    /// frame of memory traffic beside the encoder; otherwise the whole background is copied.
+    /// Returns the background drawn on.
+    private func drawPlainBackground(_ effects: CameraEffects, into buffer: PixelBuffer) -> BackgroundCache {
+        let previous = buffer.producerContent as? PlainFrame
+        return cache.withLock { cached -> BackgroundCache in
+            let background = cachedBackground(effects, &cached)
+            background.uses += 1
+            if redrawsOnlyChanges, let previous, previous.background === background {
+                for rect in [previous.box] + markerRects { CameraImaging.copyRect(rect, of: background.buffer, into: buffer) }
+                partialBackgrounds.add(1, ordering: .relaxed)
+            } else {
+                CameraImaging.copyPlanes(of: background.buffer, into: buffer)
+            }
+            return background
         }
     }
 

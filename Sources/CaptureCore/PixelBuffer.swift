@@ -56,6 +56,15 @@ public final class PixelBuffer: @unchecked Sendable {
     /// True once a `SampleBuffer` holds the buffer: its pixels can no longer change.
     public var isPublished: Bool { published.load(ordering: .acquiring) }
 
+    /// What a producer last drew into this memory, for a producer that redraws only what changed
+    /// when its pool hands the same memory back (the simulator's renderer). Every write call
+    /// clears it, so memory written by anyone else is never taken for a known picture; the
+    /// producer sets it after its last write.
+    package var producerContent: AnyObject? {
+        get { storage.producerContent }
+        set { storage.producerContent = newValue }
+    }
+
     /// Called by `SampleBuffer` when it takes the buffer.
     func markPublished() { published.store(true, ordering: .releasing) }
 
@@ -73,13 +82,15 @@ public final class PixelBuffer: @unchecked Sendable {
     /// Base address of plane `index`, for the producer writing the frame before it is published.
     public func mutableBaseAddress(ofPlane index: Int) throws(CaptureError) -> UnsafeMutableRawPointer {
         try checkWritable("writing plane \(index)")
+        storage.producerContent = nil
         return storage.pointer + planeOffsets[index]
     }
 
     /// Base address of plane `index` for CaptureKit's own producers (renderers, decoders,
     /// converters), which write a buffer they just took from a pool, before publishing it.
     package func producerBaseAddress(ofPlane index: Int) -> UnsafeMutableRawPointer {
-        storage.pointer + planeOffsets[index]
+        storage.producerContent = nil
+        return storage.pointer + planeOffsets[index]
     }
 
     /// Write access for CaptureKit's own producers (see `producerBaseAddress(ofPlane:)`).
@@ -95,6 +106,7 @@ public final class PixelBuffer: @unchecked Sendable {
     /// Write access for the producer, before the buffer is published.
     public func withMutablePlane<R>(_ index: Int, _ body: (UnsafeMutableRawBufferPointer) throws(CaptureError) -> R) throws(CaptureError) -> R {
         try checkWritable("writing plane \(index)")
+        storage.producerContent = nil
         return try body(UnsafeMutableRawBufferPointer(start: storage.pointer + planeOffsets[index], count: bytesPerRow[index] * planeRows[index]))
     }
 
@@ -104,6 +116,7 @@ public final class PixelBuffer: @unchecked Sendable {
         guard bytes.count <= storage.capacity else {
             throw .invalidArgument("compressed frame of \(bytes.count) bytes exceeds the buffer capacity \(storage.capacity)")
         }
+        storage.producerContent = nil
         if let base = bytes.baseAddress { storage.pointer.copyMemory(from: base, byteCount: bytes.count) }
         dataSize = bytes.count
     }
@@ -144,6 +157,9 @@ public final class PixelBuffer: @unchecked Sendable {
 final class PixelStorage: @unchecked Sendable {
     let pointer: UnsafeMutableRawPointer
     let capacity: Int
+    /// `PixelBuffer.producerContent`: travels with the memory through the pool. Touched only by
+    /// the buffer's holder, under the same rules as the pixels.
+    var producerContent: AnyObject?
 
     init(capacity: Int) {
         self.capacity = capacity

@@ -14,19 +14,23 @@ import Testing
         var out: [[UInt8]] = []
         for (n, e) in effects.enumerated() {
             _ = renderer.render(frame: Int64(n * 7), effects: e, syncFlash: n == 3, metering: nil, into: buffer)
-            // The picture's bytes, not the rows' padding (never written, so it is whatever the allocation held).
-            let visible = format == .yuyv ? [2 * size.width] : format == .nv12 ? [size.width, size.width] : [size.width, size.width / 2, size.width / 2]
-            var bytes: [UInt8] = []
-            for plane in 0..<buffer.planeCount {
-                let p = buffer.baseAddress(ofPlane: plane).assumingMemoryBound(to: UInt8.self)
-                for row in 0..<buffer.planeRows[plane] {
-                    bytes += UnsafeBufferPointer(start: p + row * buffer.bytesPerRow[plane], count: visible[plane])
-                }
-            }
-            out.append(bytes)
+            out.append(visibleBytes(of: buffer, format, size))
             await Task.yield()
         }
         return (out, renderer.backgroundRowPassIsCached)
+    }
+
+    /// The picture's bytes, not the rows' padding (never written, so it is whatever the allocation held).
+    static func visibleBytes(of buffer: PixelBuffer, _ format: PixelFormat, _ size: Dimensions) -> [UInt8] {
+        let visible = format == .yuyv ? [2 * size.width] : format == .nv12 ? [size.width, size.width] : [size.width, size.width / 2, size.width / 2]
+        var bytes: [UInt8] = []
+        for plane in 0..<buffer.planeCount {
+            let p = buffer.baseAddress(ofPlane: plane).assumingMemoryBound(to: UInt8.self)
+            for row in 0..<buffer.planeRows[plane] {
+                bytes += UnsafeBufferPointer(start: p + row * buffer.bytesPerRow[plane], count: visible[plane])
+            }
+        }
+        return bytes
     }
 
     /// The frames of `a` and `b` that differ, each named with `label(frame)` and its first differing byte
