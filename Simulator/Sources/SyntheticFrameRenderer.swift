@@ -286,7 +286,7 @@ public final class SyntheticFrameRenderer: Sendable {
         // frame's box, stamp band and sync marker put back (`drawPlainBackground`).
         let plain = effects.blurRadius == 0 && effects.noiseSigma < 0.25 && items.isEmpty && (motion?.isIdentity ?? true)
         let noiseSource = fusesNoise ? copyBackground(effects, into: buffer, lumaRows: boxRows) : nil
-        let plainBackground = plain ? drawPlainBackground(effects, into: buffer) : nil
+        let plainFrame = plain ? drawPlainBackground(effects, into: buffer) : nil
         let blurredBackground = fusesNoise || plain ? nil
             : drawBackground(effects, into: buffer, onlyRows: reused ? box.y0..<max(box.y0, box.y1) : nil)
         let boxColor = Self.encode(scale(palette[boxColorIndex], effects), fullRange: effects.fullRange)
@@ -318,7 +318,10 @@ public final class SyntheticFrameRenderer: Sendable {
         fill(buffer, rows: layout.syncMarkerRows, columns: layout.syncMarkerColumns,
              color: YCbCr(y: syncFlash ? FrameMarkerLayout.lumaOne : FrameMarkerLayout.lumaZero, cb: 128, cr: 128))
         // After the last write (every write call clears it).
-        buffer.producerContent = plainBackground.map { PlainFrame(background: $0, box: PixelRect(x0: box.x0, y0: box.y0, x1: box.x1, y1: box.y1)) }
+        if let plainFrame {
+            plainFrame.box = PixelRect(x0: box.x0, y0: box.y0, x1: box.x1, y1: box.y1)
+            buffer.producerContent = plainFrame
+        }
         return measurements
     }
 
@@ -367,19 +370,20 @@ public final class SyntheticFrameRenderer: Sendable {
         }
     }
 
-    /// What a plain frame drew over its background (kept with the buffer's memory, `PixelBuffer.producerContent`).
+    /// What a plain frame drew over its background (kept with the buffer's memory, `PixelBuffer.producerContent`;
+    /// one per buffer's memory, updated in place while the background stays the same).
     final class PlainFrame {
         /// Weak: a buffer in a pool must not keep a background the cache has dropped alive.
         weak var background: BackgroundCache?
-        let box: PixelRect
-        init(background: BackgroundCache, box: PixelRect) { self.background = background; self.box = box }
+        var box = PixelRect(x0: 0, y0: 0, x1: 0, y1: 0)
+        init(background: BackgroundCache) { self.background = background }
     }
 
-    /// The rectangles the markers cover (luma coordinates).
-    private var markerRects: [PixelRect] {
-        [PixelRect(x0: 0, y0: 0, x1: width, y1: layout.stampBandHeight),
+    /// The rectangles the markers cover (luma coordinates): the stamp band and the sync marker.
+    private var markerRects: (PixelRect, PixelRect) {
+        (PixelRect(x0: 0, y0: 0, x1: width, y1: layout.stampBandHeight),
          PixelRect(x0: layout.syncMarkerColumns.lowerBound, y0: layout.syncMarkerRows.lowerBound,
-                   x1: layout.syncMarkerColumns.upperBound, y1: layout.syncMarkerRows.upperBound)]
+                   x1: layout.syncMarkerColumns.upperBound, y1: layout.syncMarkerRows.upperBound))
     }
 
     /// Frames whose background was put back from what their memory last held, not copied whole.
@@ -388,22 +392,26 @@ public final class SyntheticFrameRenderer: Sendable {
 
     /// A plain frame's background: when `buffer`'s memory last held a plain frame over this same
     /// background (a pool hands its buffers round, so it usually did), only that frame's box and
-    /// markers are copied back from the background — about 1 % of the pixels instead of a whole
-    /// frame of memory traffic beside the encoder; otherwise the whole background is copied.
-    /// Returns the background drawn on.
-    private func drawPlainBackground(_ effects: CameraEffects, into buffer: PixelBuffer) -> BackgroundCache {
+    /// markers are copied back from the background — about 6 % of the pixels at 1080p instead of a
+    /// whole frame of memory traffic beside the encoder; otherwise the whole background is copied.
+    /// Returns the record to store with the buffer once the frame is drawn (the previous one, reused).
+    private func drawPlainBackground(_ effects: CameraEffects, into buffer: PixelBuffer) -> PlainFrame {
         let previous = buffer.producerContent as? PlainFrame
-        return cache.withLock { cached -> BackgroundCache in
+        let previousBox = previous?.box
+        let (background, partial) = cache.withLock { cached -> (BackgroundCache, Bool) in
             let background = cachedBackground(effects, &cached)
             background.uses += 1
-            if redrawsOnlyChanges, let previous, previous.background === background {
-                for rect in [previous.box] + markerRects { CameraImaging.copyRect(rect, of: background.buffer, into: buffer) }
-                partialBackgrounds.add(1, ordering: .relaxed)
-            } else {
-                CameraImaging.copyPlanes(of: background.buffer, into: buffer)
+            if redrawsOnlyChanges, let previousBox, previous?.background === background {
+                let (band, sync) = markerRects
+                for rect in [previousBox, band, sync] { CameraImaging.copyRect(rect, of: background.buffer, into: buffer) }
+                return (background, true)
             }
-            return background
+            CameraImaging.copyPlanes(of: background.buffer, into: buffer)
+            return (background, false)
         }
+        guard partial, let previous else { return PlainFrame(background: background) }
+        partialBackgrounds.add(1, ordering: .relaxed)
+        return previous
     }
 
     /// The background for `effects` from the cache, drawn (and cached) when the effects changed.
