@@ -6,7 +6,7 @@ import Synchronization
 //
 //   capture-bench rows [--runs N] [--seconds S] [--only TEXT]...
 //       In-process rows. Each runs its subject (A) and its reference (B) on the same work,
-//       alternating A B A B after one warm-up pair, and prints one machine-readable line:
+//       in pairs A B, B A, A B, … after one warm-up pair, and prints one machine-readable line:
 //       ROW<TAB>name<TAB>unit<TAB>target<TAB>a1,a2,…<TAB>b1,b2,…   (b is "-" without a reference)
 //       ci/bench turns these lines (and its own shell rows, same format) into one table.
 //   capture-bench generate WxH FORMAT [--effects|--uncached] [--frames N]
@@ -139,19 +139,25 @@ struct Rows {
         fflush(nil)
     }
 
-    /// One row: a warm-up pair, then `runs` pairs A B A B.
+    /// One row: a warm-up pair, then `runs` pairs in the order A B, B A, A B, … — whatever the
+    /// second of a pair pays (the first's freed memory, a machine growing busier) falls on each side in turn.
     func row(_ name: String, unit: String, target: String, _ a: () throws -> Double, _ b: () throws -> Double) rethrows {
         guard wanted(name) else { return }
         _ = try a(); _ = try b()
         var xs: [Double] = [], ys: [Double] = []
-        for _ in 0..<runs {
-            xs.append(try a())
-            ys.append(try b())
+        for pair in 0..<runs {
+            if pair % 2 == 0 {
+                xs.append(try a()); ys.append(try b())
+            } else {
+                ys.append(try b()); xs.append(try a())
+            }
         }
         Self.emit(name, unit: unit, target: target, xs, ys)
     }
 
     static let sizes = [Dimensions(width: 640, height: 480), Dimensions(width: 1280, height: 720), Dimensions(width: 1920, height: 1080)]
+    /// The size of the encoder floor's A/A row.
+    static let controlSize = Dimensions(width: 1280, height: 720)
 
     /// A virtual-pace session on sim:back (and sim:mic) at `size`, NV12, 30 fps.
     static func makeSession(seed: UInt64, size: Dimensions, audio: Bool) throws -> CaptureSession {
@@ -179,7 +185,10 @@ struct Rows {
     mutating func pipelineRows() throws {
         for size in Self.sizes {
             let name = "pipeline ÷ encoder floor \(size.width)x\(size.height)"
-            guard wanted(name) else { continue }
+            // A/A: the floor against itself, the same way — how far from 1 this method reads when
+            // both sides do the same work (the resolution the rows are read against).
+            let control = size == Self.controlSize ? "encoder floor ÷ encoder floor \(size.width)x\(size.height) (A/A)" : nil
+            guard wanted(name) || control.map(wanted) == true else { continue }
             let frameCount = seconds * 30
             // The floor's input: the frames this very session configuration renders (same seed and
             // camera, so the same auto exposure and white balance), kept in memory.
@@ -240,6 +249,10 @@ struct Rows {
                 return now() - start
             }
             try row(name, unit: "s", target: "ratio<=1.03", pipeline, floor)
+            if let control, wanted(control) {
+                for _ in 0..<(2 * runs + 2) { paths.append(nextPath()) }
+                try row(control, unit: "s", target: "-", floor, floor)
+            }
             if !keep { for p in paths { try? FileManager.default.removeItem(atPath: p) } }
         }
     }
