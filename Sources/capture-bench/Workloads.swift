@@ -14,6 +14,15 @@ enum Workload: String, CaseIterable {
     case mjpeg
     /// The whole pipeline: 2 s of sim:back 640x480 + sim:mic → H.264 ultrafast + AAC MP4, virtual time.
     case pipeline
+    /// Nothing: the process's start and exit alone (the Swift runtime, the libraries' loading and
+    /// constructors), what every other workload's count includes once.
+    case start
+    /// The encoder floor's input for that pipeline: its 60 frames captured into memory (a session
+    /// with a video data output) and its tone, nothing encoded.
+    case floorFrames = "floor-frames"
+    /// The same, then encoded and muxed as the pipeline's file (`EncoderFloor.encode`, ultrafast):
+    /// `floor` − `floor-frames` is the encoding alone, what `pipeline` − `start` is read against.
+    case floor
 
     func run(in folder: String) throws {
         let size = Dimensions(width: 640, height: 480)
@@ -30,6 +39,12 @@ enum Workload: String, CaseIterable {
             try record(camera: "sim:webcam", size: size, pixelFormat: .mjpeg, audio: false, to: folder + "/mjpeg.mov")
         case .pipeline:
             try record(camera: "sim:back", size: size, pixelFormat: .nv12, audio: true, to: folder + "/pipeline.mp4")
+        case .start:
+            break
+        case .floorFrames:
+            _ = try EncoderFloor(size: size, frameCount: 60)
+        case .floor:
+            try EncoderFloor(size: size, frameCount: 60).encode(to: folder + "/floor.mp4", preset: .ultrafast)
         }
     }
 

@@ -58,7 +58,7 @@ let usage = """
     usage: capture-bench rows [--runs N] [--seconds S] [--only TEXT]...
            capture-bench generate WxH nv12|yuv420 [--effects|--uncached] [--frames N]
            capture-bench profile WxH [--seconds S]
-           capture-bench workload render|effects|mjpeg|pipeline
+           capture-bench workload render|effects|mjpeg|pipeline|start|floor-frames|floor
            capture-bench dump WxH SECONDS DIR   (raw NV12 frames + float samples for ci/bench)
            capture-bench latency WxH [--fps N] [--seconds S] [--busy]   (ms: median p99 frames [packet: median p99 packets])
     """
@@ -179,9 +179,9 @@ struct Rows {
         return session
     }
 
-    /// Row 2: the whole capture pipeline (session → movie file output) against the encoder floor:
-    /// the same frames, captured beforehand into memory, encoded and muxed by a minimal loop over
-    /// the same MovieWriter calls (libx264 veryfast, AAC, MP4 fragmented every 10 s as the output's default).
+    /// Row 2: the whole capture pipeline (session → movie file output) against the encoder floor
+    /// (`EncoderFloor`: the same frames, captured beforehand into memory, encoded and muxed by a
+    /// minimal loop over the same MovieWriter calls; libx264 veryfast, AAC, MP4 fragmented every 10 s).
     mutating func pipelineRows() throws {
         for size in Self.sizes {
             let name = "pipeline ÷ encoder floor \(size.width)x\(size.height)"
@@ -189,27 +189,7 @@ struct Rows {
             // both sides do the same work (the resolution the rows are read against).
             let control = size == Self.controlSize ? "encoder floor ÷ encoder floor \(size.width)x\(size.height) (A/A)" : nil
             guard wanted(name) || control.map(wanted) == true else { continue }
-            let frameCount = seconds * 30
-            // The floor's input: the frames this very session configuration renders (same seed and
-            // camera, so the same auto exposure and white balance), kept in memory.
-            let frames: [PixelBuffer] = try {
-                let session = try Self.makeSession(seed: 1, size: size, audio: false)
-                let output = VideoDataOutput()
-                let collector = FrameCollector()
-                output.setSampleBufferDelegate(collector, queue: DispatchQueue(label: "collect"))
-                try session.addOutput(output)
-                try session.startRunning()
-                while collector.frames.withLock({ $0.count }) < frameCount { Thread.sleep(forTimeInterval: 0.01) }
-                session.stopRunning()
-                return Array(collector.frames.withLock { $0 }.prefix(frameCount))
-            }()
-            let tone = ToneGenerator(spec: SyncToneSpec(), sampleRate: 48_000)
-            let audioFormat = AudioStreamFormat(sampleRate: 48_000, channelCount: 1, sampleFormat: .float32)
-            let audio: [AudioPCMBuffer] = (0..<(frameCount * 1600 / 1024 + 2)).map { n in
-                let b = AudioPCMBuffer(format: audioFormat, frameCapacity: 1024)
-                b.withProducerBytes { tone.fill($0.baseAddress!.assumingMemoryBound(to: Float.self), first: Int64(n * 1024), count: 1024, channels: 1) }
-                return b
-            }
+            let floorWork = try EncoderFloor(size: size, frameCount: seconds * 30)
             var paths: [String] = []
             for _ in 0..<(2 * runs + 2) { paths.append(nextPath()) }
             var next = 0
@@ -217,22 +197,7 @@ struct Rows {
             let seconds = self.seconds
             func floor() throws -> Double {
                 let start = now()
-                // The same track tick MovieFileOutput uses (1/90000 s), so both write the same H.264.
-                var video = VideoEncoderSettings(dimensions: size, inputPixelFormat: .nv12, frameDuration: frameDuration)
-                video.timeBase = TrackTimeBase.fine(for: frameDuration)
-                let ticksPerFrame = TrackTimeBase.ticksPerFrame(frameDuration, in: video.timeBase!)
-                let writer = try MovieWriter(path: path(), container: .mp4, video: video,
-                                             audio: AudioEncoderSettings(input: audioFormat),
-                                             options: MovieWriter.Options(fragmentInterval: MediaTime(value: 10, timescale: 1)))
-                var written = 0
-                for n in 0..<frameCount {
-                    try writer.appendVideo(frames[n], frameIndex: Int64(n) * ticksPerFrame)
-                    while written < (n + 1) * 1600 {
-                        try writer.appendAudio(audio[written / 1024])
-                        written += 1024
-                    }
-                }
-                try writer.finish()
+                try floorWork.encode(to: path())
                 return now() - start
             }
             func pipeline() throws -> Double {
