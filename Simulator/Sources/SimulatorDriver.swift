@@ -133,6 +133,8 @@ private final class ProfileCatalog: Sendable {
         self.scenario = scenario
         self.environment = environment
         state = Locked(nil)
+        // Weak: the catalog holds the scenario, which must not hold it back.
+        scenario.addProfileLoader { [weak self] in _ = self?.loaded }
     }
 
     /// Profiles given by the caller, in effect at once.
@@ -146,8 +148,8 @@ private final class ProfileCatalog: Sendable {
     var isLoaded: Bool { state.withLock { $0 != nil } }
 
     /// The profiles, or why they could not be loaded. The scenario's lock is taken inside this
-    /// one (the scenario never calls out while holding its own), so no one sees the profiles
-    /// before their initial plug states are in place.
+    /// one (the scenario never calls out while holding its own, and calls this loader before
+    /// taking it), so no one sees the profiles before their initial plug states are in place.
     var loaded: Result<[SimulatedDeviceProfile], CaptureError> {
         state.withLock { cached in
             if let cached { return cached }
@@ -192,6 +194,8 @@ public final class SimulatorScenario: Sendable {
         var handlers: [@Sendable (String, Bool) -> Void] = []
         /// Devices whose plugged-in state was set (by a profile's `pluggedIn` or connect/disconnect).
         var plugDecided: Set<String> = []
+        /// Drivers whose profiles load on first use: run before a plug state is read or changed.
+        var profileLoaders: [@Sendable () -> Void] = []
         var microphones: [String: MicrophoneSettings] = [:]
         var sceneTruth: [String: [SceneTruthFrame]] = [:]
         var faults = FaultTimeline()
@@ -293,7 +297,22 @@ public final class SimulatorScenario: Sendable {
         }
     }
 
-    public func isConnected(_ uniqueID: String) -> Bool { state.withLock { !$0.disconnected.contains(uniqueID) } }
+    public func isConnected(_ uniqueID: String) -> Bool {
+        loadProfiles()
+        return state.withLock { !$0.disconnected.contains(uniqueID) }
+    }
+
+    /// A driver sharing this scenario whose profiles load on first use registers `load` here. It
+    /// runs (outside this scenario's lock) before a device's plug state is read or changed, so a
+    /// profile's initial state is in place first: a device that starts unplugged reads as
+    /// unplugged, and connecting it is an `added` event, however early that happens.
+    func addProfileLoader(_ load: @escaping @Sendable () -> Void) {
+        state.withLock { $0.profileLoaders.append(load) }
+    }
+
+    private func loadProfiles() {
+        for load in state.withLock({ $0.profileLoaders }) { load() }
+    }
 
     /// Unplugs a device: its streams fail with `deviceDisconnected` and its device object is dead for good.
     public func disconnect(_ uniqueID: String) { setConnected(uniqueID, false) }
@@ -302,6 +321,7 @@ public final class SimulatorScenario: Sendable {
     public func connect(_ uniqueID: String) { setConnected(uniqueID, true) }
 
     private func setConnected(_ uniqueID: String, _ connected: Bool) {
+        loadProfiles()
         let (changed, handlers) = state.withLock { s -> (Bool, [@Sendable (String, Bool) -> Void]) in
             s.plugDecided.insert(uniqueID)
             let changed = connected ? s.disconnected.remove(uniqueID) != nil : s.disconnected.insert(uniqueID).inserted

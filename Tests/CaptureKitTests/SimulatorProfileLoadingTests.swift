@@ -25,4 +25,25 @@ import Testing
         scenario.connect("sim:usbmic")
         #expect(try registry.devices(mediaType: .audio).contains { $0.uniqueID == "sim:usbmic" })
     }
+
+    /// Before anything asked for a device: the scenario's questions and plug changes load the
+    /// profiles first, so the answers and hot-plug events are those of eager loading.
+    @Test func plugStateBeforeAnyDiscoveryIsTheProfiles() throws {
+        let scenario = SimulatorScenario()
+        let driver = SimulatorDriver(seed: 1, scenario: scenario)
+        let added = Locked<[String]>([])
+        driver.addHotPlugHandler { event in
+            if case .added(let description) = event { added.withLock { $0.append(description.uniqueID) } }
+        }
+        #expect(!driver.hasLoadedProfiles)
+        scenario.connect("sim:usbmic")
+        #expect(driver.hasLoadedProfiles)
+        #expect(added.withLock { $0 } == ["sim:usbmic"], "plugging in a device that starts unplugged is an added event")
+
+        let other = SimulatorScenario()
+        let otherDriver = SimulatorDriver(seed: 1, scenario: other)
+        withExtendedLifetime(otherDriver) {
+            #expect(!other.isConnected("sim:usbmic"), "a device whose profile starts unplugged reads as unplugged")
+        }
+    }
 }
