@@ -41,12 +41,12 @@ public struct SimulatorDriver: CaptureDriver, AuthorizingDriver, HotPlugDriver, 
     }
 
     public func discoverDevices() throws(CaptureError) -> [DeviceDescription] {
-        try catalog.loaded.get().filter { scenario.isConnected($0.uniqueID) }.map(\.deviceDescription)
+        try catalog.loaded.get().filter { scenario.isPluggedIn($0.uniqueID) }.map(\.deviceDescription)
     }
 
     public func openDevice(uniqueID: String) throws(CaptureError) -> any DriverDevice {
         guard let profile = try catalog.loaded.get().first(where: { $0.uniqueID == uniqueID }) else { throw .deviceNotFound(uniqueID) }
-        guard scenario.isConnected(uniqueID) else { throw .deviceDisconnected(uniqueID) }
+        guard scenario.isPluggedIn(uniqueID) else { throw .deviceDisconnected(uniqueID) }
         switch profile.kind {
         case .camera(let capabilities):
             return SimulatedCamera(profile: profile, capabilities: capabilities, seed: seed, scenario: scenario, compressor: compressor)
@@ -89,7 +89,7 @@ public struct SimulatorDriver: CaptureDriver, AuthorizingDriver, HotPlugDriver, 
     // MARK: Audio routing (the audio session's ports)
 
     public func audioInputRoutes() -> [AudioInputRoute] {
-        profiles.filter { $0.mediaType == .audio && scenario.isConnected($0.uniqueID) }.map { p in
+        profiles.filter { $0.mediaType == .audio && scenario.isPluggedIn($0.uniqueID) }.map { p in
             let settings = scenario.microphoneSettings(p.uniqueID)
             return AudioInputRoute(uniqueID: p.uniqueID, name: p.name, portType: p.port.portType,
                                    dataSources: p.port.dataSources.map(\.description),
@@ -299,8 +299,12 @@ public final class SimulatorScenario: Sendable {
 
     public func isConnected(_ uniqueID: String) -> Bool {
         loadProfiles()
-        return state.withLock { !$0.disconnected.contains(uniqueID) }
+        return isPluggedIn(uniqueID)
     }
+
+    /// `isConnected` for the simulator's own checks, made once its profiles are loaded (a device
+    /// was discovered or opened): no loader runs, so a stream's per-frame check costs one lock.
+    func isPluggedIn(_ uniqueID: String) -> Bool { state.withLock { !$0.disconnected.contains(uniqueID) } }
 
     /// A driver sharing this scenario whose profiles load on first use registers `load` here. It
     /// runs (outside this scenario's lock) before a device's plug state is read or changed, so a
@@ -910,11 +914,11 @@ final class SimulatedVideoStream: ReconfigurableStream {
         var applied: [@Sendable (MediaTime) -> Void] = []
         while true {
             if stopSignal.isStopped { return nil }
-            guard camera.scenario.isConnected(camera.profile.uniqueID) else { throw .deviceDisconnected(camera.profile.uniqueID) }
+            guard camera.scenario.isPluggedIn(camera.profile.uniqueID) else { throw .deviceDisconnected(camera.profile.uniqueID) }
             let (index, offset, previous, anchor) = state.withLock { ($0.next, $0.offset, $0.previous, $0.anchor) }
             // The fault timeline's events due at this frame (an unplug makes it the first one lost).
             if applyDueFaults(index: index, start: anchor + offset, pace: self.setup.withLock { $0.configuration.pace }) { return nil }
-            guard camera.scenario.isConnected(camera.profile.uniqueID) else { throw .deviceDisconnected(camera.profile.uniqueID) }
+            guard camera.scenario.isPluggedIn(camera.profile.uniqueID) else { throw .deviceDisconnected(camera.profile.uniqueID) }
             // A frame boundary: a pending reconfiguration applies from this frame on (its handlers
             // fire with the first frame delivered, past any lost ones).
             if let change = pending.withLock({ p in defer { p = nil }; return p }) {
@@ -1079,7 +1083,7 @@ final class SimulatedAudioStream: DriverStream {
 
     func nextSample() throws(CaptureError) -> SampleBuffer? {
         if stopSignal.isStopped { return nil }
-        guard scenario.isConnected(uniqueID) else { throw .deviceDisconnected(uniqueID) }
+        guard scenario.isPluggedIn(uniqueID) else { throw .deviceDisconnected(uniqueID) }
         let rate = Int32(format.sampleRate)
         // The fault timeline's events due at this buffer: a gap skips samples (the PTS jumps and the
         // buffer reports them lost), a drift bends the sample clock, actions fire.
@@ -1101,7 +1105,7 @@ final class SimulatedAudioStream: DriverStream {
                 if let wait = scenario.perform(number, event, pace: pace), wait.waitUntilApplied(or: stopSignal) { return nil }
             }
         }
-        guard scenario.isConnected(uniqueID) else { throw .deviceDisconnected(uniqueID) }
+        guard scenario.isPluggedIn(uniqueID) else { throw .deviceDisconnected(uniqueID) }
         let (first, anchor) = state.withLock { s in
             s.next += skipped
             defer { s.next += Int64(framesPerBuffer) }
