@@ -24,8 +24,17 @@ enum Workload: String, CaseIterable {
     /// `floor` − `floor-frames` is the encoding alone, what `pipeline` − `start` is read against.
     case floor
 
-    func run(in folder: String) throws {
+    /// What the pipeline workloads (`pipeline`, `floor-frames`, `floor`) record: the gate's is fixed
+    /// (640x480, 2 s, ultrafast); ci/bench's instruction rows of target 1 run them at the timed rows' settings.
+    struct Settings {
+        var size = Dimensions(width: 640, height: 480)
+        var seconds = 2
+        var preset = VideoEncoderSettings.Preset.ultrafast
+    }
+
+    func run(in folder: String, settings: Settings = Settings()) throws {
         let size = Dimensions(width: 640, height: 480)
+        let frames = settings.seconds * 30
         switch self {
         case .render:
             _ = try generationTime(size, .nv12, .uncached, frames: 30)
@@ -38,17 +47,18 @@ enum Workload: String, CaseIterable {
         case .mjpeg:
             try record(camera: "sim:webcam", size: size, pixelFormat: .mjpeg, audio: false, to: folder + "/mjpeg.mov")
         case .pipeline:
-            try record(camera: "sim:back", size: size, pixelFormat: .nv12, audio: true, to: folder + "/pipeline.mp4")
+            try record(camera: "sim:back", size: settings.size, pixelFormat: .nv12, audio: true, to: folder + "/pipeline.mp4", settings: settings)
         case .start:
             break
         case .floorFrames:
-            _ = try EncoderFloor(size: size, frameCount: 60)
+            _ = try EncoderFloor(size: settings.size, frameCount: frames)
         case .floor:
-            try EncoderFloor(size: size, frameCount: 60).encode(to: folder + "/floor.mp4", preset: .ultrafast)
+            try EncoderFloor(size: settings.size, frameCount: frames).encode(to: folder + "/floor.mp4", preset: settings.preset)
         }
     }
 
-    private func record(camera id: String, size: Dimensions, pixelFormat: PixelFormat, audio: Bool, to path: String) throws {
+    private func record(camera id: String, size: Dimensions, pixelFormat: PixelFormat, audio: Bool, to path: String,
+                        settings: Settings = Settings()) throws {
         let registry = CaptureKit.makeRegistry(seed: 1)
         let session = CaptureSession(pace: .virtual)
         try session.setSessionPreset(.inputPriority)
@@ -62,10 +72,8 @@ enum Workload: String, CaseIterable {
         try camera.setActiveFormat(format)
         camera.unlockForConfiguration()
         let movie = MovieFileOutput()
-        var settings = MovieFileOutput.Settings()
-        settings.preset = .ultrafast
-        movie.settings = settings
-        movie.maxRecordedDuration = MediaTime(value: 2, timescale: 1)
+        movie.settings.preset = settings.preset
+        movie.maxRecordedDuration = MediaTime(value: Int64(settings.seconds), timescale: 1)
         try session.addOutput(movie)
         try session.startRunning()
         let signal = FinishSignal()

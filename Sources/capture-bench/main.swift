@@ -59,6 +59,7 @@ let usage = """
            capture-bench generate WxH nv12|yuv420 [--effects|--uncached] [--frames N]
            capture-bench profile WxH [--seconds S]
            capture-bench workload render|effects|mjpeg|pipeline|start|floor-frames|floor
+                                  [--size WxH --seconds S --preset P]   (pipeline, floor-frames, floor; default 640x480 2 ultrafast)
            capture-bench dump WxH SECONDS DIR   (raw NV12 frames + float samples for ci/bench)
            capture-bench latency WxH [--fps N] [--seconds S] [--busy]   (ms: median p99 frames [packet: median p99 packets])
     """
@@ -365,12 +366,20 @@ func benchMain() throws {
         guard arguments.count == 3, let seconds = Int(arguments[1]) else { fail(usage) }
         try dumpRaw(size: parseSize(arguments[0]), seconds: seconds, folder: arguments[2])
     case "workload":
-        // One fixed piece of work for the instruction-count gate (ci/bench --instructions).
+        // One fixed piece of work for the instruction-count gate (ci/bench --instructions); the
+        // pipeline workloads also at other settings for ci/bench's instruction rows of target 1.
+        var settings = Workload.Settings()
+        if let v = value("--size") { settings.size = parseSize(v) }
+        if let v = value("--seconds") { settings.seconds = max(1, Int(v) ?? settings.seconds) }
+        if let v = value("--preset") {
+            guard let preset = VideoEncoderSettings.Preset(rawValue: v) else { fail("unknown preset \(v)") }
+            settings.preset = preset
+        }
         guard arguments.count == 1, let workload = Workload(rawValue: arguments[0]) else { fail(usage) }
         let folder = NSTemporaryDirectory() + "capture-bench-workload-\(getpid())"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        try workload.run(in: folder)
+        try workload.run(in: folder, settings: settings)
     default:
         fail(usage)
     }
