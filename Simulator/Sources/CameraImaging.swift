@@ -404,9 +404,10 @@ enum CameraImaging {
             defer { rowTerms.deallocate() }
             let entries = UnsafeMutablePointer<Int32>.allocate(capacity: 3 * columnCount)
             defer { entries.deallocate() }
-            // Each sample's three entries of the linear table (R, G, B).
-            let samples = UnsafeMutablePointer<UInt16>.allocate(capacity: 3 * max(1, columnCount * rowCount))
-            defer { samples.deallocate() }
+            // Each sample's linear R, G and B: three arrays of `capacity` doubles.
+            let capacity = max(1, columnCount * rowCount)
+            let linear = UnsafeMutablePointer<Double>.allocate(capacity: 3 * capacity)
+            defer { linear.deallocate() }
             // linearRGB's terms per code value are evaluated once (CodeTerms); the C loops then apply
             // linearRGB's expressions to them and sum in row order: the same doubles as per-sample Swift.
             let terms = fullRange ? Self.fullRangeTerms : Self.videoRangeTerms
@@ -418,7 +419,8 @@ enum CameraImaging {
                             $0.withMemoryRebound(to: Double.self, capacity: 3) { out in
                                 Int(ck_gray_world_samples(lumaBase, lumaStride, cbBase, cbStride, Int32(cb.subY), crBase, crStride, Int32(cr.subY),
                                                           lumaColumns, cbColumns, crColumns, Int32(columnCount), Int32(band), Int32(buffer.height),
-                                                          Int32(grid), yp.baseAddress!, cp.baseAddress!, table.baseAddress!, rowTerms, entries, samples, out))
+                                                          Int32(grid), yp.baseAddress!, cp.baseAddress!, table.baseAddress!, rowTerms, entries,
+                                                          linear, Int32(capacity), out))
                             }
                         }
                     }
@@ -428,7 +430,7 @@ enum CameraImaging {
                 var neutralSums = (0.0, 0.0, 0.0)
                 let neutral = withUnsafeMutablePointer(to: &neutralSums) {
                     $0.withMemoryRebound(to: Double.self, capacity: 3) { out in
-                        Int(ck_gray_world_neutral(samples, Int32(count), table.baseAddress!, r / g, b / g, out))
+                        Int(ck_gray_world_neutral(linear, Int32(count), Int32(capacity), r / g, b / g, out))
                     }
                 }
                 let (nr, ng, nb) = neutralSums

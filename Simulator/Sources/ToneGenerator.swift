@@ -82,11 +82,20 @@ public struct ToneGenerator: Sendable {
                 let run = Int(min(Int64(count - n), end - i))
                 let advance = (inBurst ? burst : tone) % rate
                 var step = cycles(i)
-                for k in n..<(n + run) {
-                    let value = wave[Int(step)]
-                    for c in 0..<channels { out[k * channels + c] = value }
-                    step += advance
-                    if step >= rate { step -= rate }
+                if channels == 1 {
+                    // Mono (the simulated microphones' usual format): one store a sample, no channel loop.
+                    for k in n..<(n + run) {
+                        out[k] = wave[Int(step)]
+                        step += advance
+                        if step >= rate { step -= rate }
+                    }
+                } else {
+                    for k in n..<(n + run) {
+                        let value = wave[Int(step)]
+                        for c in 0..<channels { out[k * channels + c] = value }
+                        step += advance
+                        if step >= rate { step -= rate }
+                    }
                 }
                 n += run
                 i += Int64(run)

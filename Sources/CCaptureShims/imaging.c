@@ -282,16 +282,17 @@ int ck_gray_world_samples(const uint8_t *luma, ptrdiff_t lumaStride, const uint8
                           const uint8_t *cr, ptrdiff_t crStride, int crSubY, const ptrdiff_t *lumaColumns,
                           const ptrdiff_t *cbColumns, const ptrdiff_t *crColumns, int columns, int y0, int y1, int yStep,
                           const double *yp, const double *cp, const double *table, double *terms,
-                          int32_t *entries, uint16_t *samples, double *sums) {
+                          int32_t *entries, double *linear, int capacity, double *sums) {
     int count = 0;
     double r = 0, g = 0, b = 0;
     int32_t *ri = entries, *gi = entries + columns, *bi = entries + 2 * columns;
     double *ls = terms, *us = terms + columns, *vs = terms + 2 * columns;
+    double *lr_ = linear, *lg_ = linear + capacity, *lb_ = linear + 2 * capacity;
     for (int y = y0; y < y1; y += yStep) {
         const uint8_t *lr = luma + y * lumaStride;
         const uint8_t *cbr = cb + (y / cbSubY) * cbStride, *crr = cr + (y / crSubY) * crStride;
-        // A row's terms, then its table entries (plain arithmetic on arrays, which vectorises),
-        // then the sums in order.
+        // A row's terms, then its table entries (plain arithmetic on arrays, which vectorises), then
+        // their linear values and the sums in order (which must not be reordered).
         for (int i = 0; i < columns; i++) {
             ls[i] = yp[lr[lumaColumns[i]]];
             us[i] = cp[cbr[cbColumns[i]]];
@@ -303,30 +304,37 @@ int ck_gray_world_samples(const uint8_t *luma, ptrdiff_t lumaStride, const uint8
             gi[i] = ck_linear_index(l - 0.344136 * u - 0.714136 * v);
             bi[i] = ck_linear_index(l + 1.772 * u);
         }
+        double *R = lr_ + count, *G = lg_ + count, *B = lb_ + count;
         for (int i = 0; i < columns; i++) {
-            r += table[ri[i]];
-            g += table[gi[i]];
-            b += table[bi[i]];
-            samples[3 * count] = (uint16_t)ri[i];
-            samples[3 * count + 1] = (uint16_t)gi[i];
-            samples[3 * count + 2] = (uint16_t)bi[i];
-            count++;
+            double sr = table[ri[i]], sg = table[gi[i]], sb = table[bi[i]];
+            R[i] = sr; G[i] = sg; B[i] = sb;
+            r += sr; g += sg; b += sb;
         }
+        count += columns;
     }
     sums[0] = r; sums[1] = g; sums[2] = b;
     return count;
 }
 
 CK_VECTOR
-int ck_gray_world_neutral(const uint16_t *samples, int count, const double *table, double castR, double castB,
-                          double *sums) {
+int ck_gray_world_neutral(const double *linear, int count, int capacity, double castR, double castB, double *sums) {
+    const double *R = linear, *G = linear + capacity, *B = linear + 2 * capacity;
     double nr = 0, ng = 0, nb = 0;
     int neutral = 0;
-    for (int i = 0; i < count; i++) {
-        double sr = table[samples[3 * i]], sg = table[samples[3 * i + 1]], sb = table[samples[3 * i + 2]];
-        if (!(sg > 0.002)) continue;
-        double qr = (sr / sg) / castR, qb = (sb / sg) / castB;
-        if (qr > 1 / 1.5 && qr < 1.5 && qb > 1 / 1.5 && qb < 1.5) { nr += sr; ng += sg; nb += sb; neutral++; }
+    // In blocks: first which samples are near neutral (divisions and comparisons on arrays, which
+    // vectorise; a sample with g ≤ 0.002 is divided too but never kept), then their sums in order.
+    enum { block = 256 };
+    uint8_t keep[block];
+    for (int k = 0; k < count; k += block) {
+        int n = count - k < block ? count - k : block;
+        const double *r = R + k, *g = G + k, *b = B + k;
+        for (int i = 0; i < n; i++) {
+            double qr = (r[i] / g[i]) / castR, qb = (b[i] / g[i]) / castB;
+            keep[i] = (g[i] > 0.002) & (qr > 1 / 1.5) & (qr < 1.5) & (qb > 1 / 1.5) & (qb < 1.5);
+        }
+        for (int i = 0; i < n; i++) {
+            if (keep[i]) { nr += r[i]; ng += g[i]; nb += b[i]; neutral++; }
+        }
     }
     sums[0] = nr; sums[1] = ng; sums[2] = nb;
     return neutral;

@@ -79,18 +79,18 @@ void ck_add_noise_rows(const uint8_t *src, ptrdiff_t srcStride, uint8_t *dst, pt
 int64_t ck_grid_sum(const uint8_t *base, ptrdiff_t stride, int step, int x0, int x1, int xStep,
                     int y0, int y1, int yStep, int64_t *count);
 // The gray world's samples (CameraImaging.measure): for rows y0, y0+yStep, … < y1 and the given
-// column byte offsets, each sample's entries of the linear table for R, G and B (3 uint16 per
-// sample, in row order) and the sums of those entries in that order (sums[0…2]); returns the
-// sample count. Scratch for one row: terms, 3 · columns doubles; entries, 3 · columns int32.
-// Then ck_gray_world_neutral sums the samples whose (s / g) / cast lies strictly between 1/1.5 and
-// 1.5 for R and B (g > 0.002) and returns their count.
+// column byte offsets, each sample's linear R, G and B (the linear table's entries) into `linear`,
+// three arrays of `capacity` doubles (R, then G, then B; samples in row order), and the sums of
+// those values in that order (sums[0…2]); returns the sample count. Scratch for one row: terms,
+// 3 · columns doubles; entries, 3 · columns int32.
+// Then ck_gray_world_neutral sums, in order, the samples whose (s / g) / cast lies strictly between
+// 1/1.5 and 1.5 for R and B (g > 0.002) and returns their count.
 int ck_gray_world_samples(const uint8_t *luma, ptrdiff_t lumaStride, const uint8_t *cb, ptrdiff_t cbStride, int cbSubY,
                           const uint8_t *cr, ptrdiff_t crStride, int crSubY, const ptrdiff_t *lumaColumns,
                           const ptrdiff_t *cbColumns, const ptrdiff_t *crColumns, int columns, int y0, int y1, int yStep,
                           const double *yp, const double *cp, const double *table, double *terms,
-                          int32_t *entries, uint16_t *samples, double *sums);
-int ck_gray_world_neutral(const uint16_t *samples, int count, const double *table, double castR, double castB,
-                          double *sums);
+                          int32_t *entries, double *linear, int capacity, double *sums);
+int ck_gray_world_neutral(const double *linear, int count, int capacity, double castR, double castB, double *sums);
 int64_t ck_contrast_sum(const uint8_t *base, ptrdiff_t stride, int step, int rowBytes, int x0, int x1,
                         int y0, int y1, int yStep, int64_t *count);
 
