@@ -75,11 +75,14 @@ public struct TimedControlValue: Sendable, Hashable {
     }
 }
 
-/// What a streaming device reports once per frame: the values in effect for that frame.
+/// What a streaming device reports once per frame: the control values in effect for that frame
+/// that changed since its previous report (with the frame's PTS and control revision).
 public struct ControlReport: Sendable {
     public var presentationTime: MediaTime
     /// The driver's control revision the frame was made with (see `ControlReportingDevice`).
     public var revision: UInt64
+    /// The control values this frame was made with that differ from the previous report's to the
+    /// same handler (all of them in a handler's first report): the device keeps the rest.
     public var values: [ControlID: ControlValue]
     /// True when the scene in the subject area changed noticeably (and monitoring is on).
     public var subjectAreaChanged: Bool
