@@ -450,7 +450,7 @@ final class SimulatedCamera: ControlReportingDevice {
         v.append((.whiteBalanceRedGain, .real(gains.red)))
         v.append((.whiteBalanceGreenGain, .real(gains.green)))
         v.append((.whiteBalanceBlueGain, .real(gains.blue)))
-        v.append((.whiteBalanceTemperature, .real((ColorScience.temperatureAndTint(for: gains).temperature).rounded())))
+        v.append((.whiteBalanceTemperature, .real(reportedTemperature(gains))))
         v.append((.grayWorldRedGain, .real(live.grayWorld.red)))
         v.append((.grayWorldGreenGain, .real(live.grayWorld.green)))
         v.append((.grayWorldBlueGain, .real(live.grayWorld.blue)))
@@ -480,6 +480,17 @@ final class SimulatedCamera: ControlReportingDevice {
         }
         return v
     }
+
+    /// The temperature a frame reports for `gains`, rounded: a 60-step bisection, so the last
+    /// gains' answer is kept (the gains change only while white balance adjusts).
+    private static func reportedTemperature(_ gains: WhiteBalanceGains) -> Double {
+        if let memo = temperatureMemo.withLock({ $0 }), memo.gains == gains { return memo.kelvin }
+        let kelvin = ColorScience.temperatureAndTint(for: gains).temperature.rounded()
+        temperatureMemo.withLock { $0 = (gains, kelvin) }
+        return kelvin
+    }
+
+    private static let temperatureMemo = Locked<(gains: WhiteBalanceGains, kelvin: Double)?>(nil)
 
     /// The scene items' placement controls (`scene.qrCode.x` …, `scene.face.x` …), named once.
     private static let sceneItemPlacementControls = ["qrCode", "face"].map { item in

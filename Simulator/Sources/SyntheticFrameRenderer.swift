@@ -458,12 +458,19 @@ public final class SyntheticFrameRenderer: Sendable {
     }
 
     private func drawStamp(_ value: UInt32, into buffer: PixelBuffer) {
-        let band = 0..<layout.stampBandHeight
+        let band = layout.stampBandHeight
+        // Planar luma: the cells cover the row, so paint the band's first row and copy it down
+        // (one copy a row instead of 32 fills).
+        let planar = pixelFormat != .yuyv && band > 0
         for k in 0..<FrameMarkerLayout.bitCount {
             let bit = (value >> UInt32(31 - k)) & 1
-            fillLuma(buffer, rows: band, columns: layout.stampCellColumns(k),
+            fillLuma(buffer, rows: 0..<(planar ? 1 : band), columns: layout.stampCellColumns(k),
                      value: bit == 1 ? FrameMarkerLayout.lumaOne : FrameMarkerLayout.lumaZero)
         }
+        guard planar else { return }
+        let base = buffer.producerBaseAddress(ofPlane: 0).assumingMemoryBound(to: UInt8.self)
+        let stride = buffer.bytesPerRow[0]
+        for row in 1..<band { (base + row * stride).update(from: base, count: width) }
     }
 
     // MARK: Painting primitives (row fills, so debug builds stay fast)

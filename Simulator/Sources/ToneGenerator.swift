@@ -9,8 +9,9 @@ public struct ToneGenerator: Sendable {
     public let sampleRate: Int
     private let amplitude: Double
     private let burstLength: Int64
-    /// `sample`'s value for every phase step `(i × f) mod rate` (both sines use the same steps), so
-    /// `fill` reads a table instead of calling `sin` per sample: the same expression, the same bits.
+    /// `sample`'s value for every phase step `(i × f) mod rate` either sine reaches (multiples of
+    /// gcd(tone, burst, rate): 48 of 48 000 for 1 kHz and 3 kHz; the others stay 0 and are never
+    /// read), so `fill` reads a table instead of calling `sin` per sample: the same expression, the same bits.
     private let wave: [Float]
 
     public init(spec: SyncToneSpec, sampleRate: Int) {
@@ -18,17 +19,23 @@ public struct ToneGenerator: Sendable {
         self.sampleRate = sampleRate
         amplitude = pow(10, spec.toneLevelDBFS / 20)
         burstLength = Int64((spec.burstDuration * Double(sampleRate)).rounded())
-        wave = Self.wave(amplitude: amplitude, rate: sampleRate)
+        let step = Self.gcd(Self.gcd(Int(spec.toneFrequency.rounded().magnitude), Int(spec.burstFrequency.rounded().magnitude)), sampleRate)
+        wave = Self.wave(amplitude: amplitude, rate: sampleRate, step: step)
     }
 
-    /// One table per (amplitude, rate) in the process: a stream's generators and every session share it.
-    private static let waves = Locked<[WaveKey: [Float]]>([:])
-    private struct WaveKey: Hashable { let amplitudeBits: UInt64; let rate: Int }
+    static func gcd(_ a: Int, _ b: Int) -> Int { b == 0 ? a : gcd(b, a % b) }
 
-    private static func wave(amplitude: Double, rate: Int) -> [Float] {
-        let key = WaveKey(amplitudeBits: amplitude.bitPattern, rate: rate)
+    /// One table per (amplitude, rate, step) in the process: a stream's generators and every session share it.
+    private static let waves = Locked<[WaveKey: [Float]]>([:])
+    private struct WaveKey: Hashable { let amplitudeBits: UInt64; let rate: Int; let step: Int }
+
+    private static func wave(amplitude: Double, rate: Int, step: Int) -> [Float] {
+        let key = WaveKey(amplitudeBits: amplitude.bitPattern, rate: rate, step: step)
         if let cached = waves.withLock({ $0[key] }) { return cached }
-        let table = (0..<max(rate, 1)).map { Self.value(amplitude: amplitude, cycles: Int64($0), rate: Int64(rate)) }
+        var table = [Float](repeating: 0, count: max(rate, 1))
+        for k in stride(from: 0, to: rate, by: max(step, 1)) {
+            table[k] = Self.value(amplitude: amplitude, cycles: Int64(k), rate: Int64(rate))
+        }
         waves.withLock { $0[key] = table }
         return table
     }
