@@ -124,7 +124,8 @@ enum CameraImaging {
 
     /// Copies the pixels of `rect` (luma coordinates) from `source` into `target` (same layout),
     /// with the chroma samples the renderer's fills touch for it (rounded out to whole 2×2 blocks).
-    static func copyRect(_ rect: PixelRect, of source: PixelBuffer, into target: PixelBuffer) {
+    /// `luma: false` leaves a planar layout's luma plane alone (an interleaved one has no other).
+    static func copyRect(_ rect: PixelRect, of source: PixelBuffer, into target: PixelBuffer, luma: Bool = true) {
         let x0 = max(rect.x0, 0), x1 = min(rect.x1, source.width), y0 = max(rect.y0, 0), y1 = min(rect.y1, source.height)
         guard x0 < x1, y0 < y1 else { return }
         func copy(_ plane: Int, rows: Range<Int>, bytes: Range<Int>) {
@@ -135,10 +136,10 @@ enum CameraImaging {
         let chromaRows = (y0 / 2)..<((y1 + 1) / 2), c0 = x0 / 2, c1 = (x1 + 1) / 2
         switch source.format {
         case .nv12:
-            copy(0, rows: y0..<y1, bytes: x0..<x1)
+            if luma { copy(0, rows: y0..<y1, bytes: x0..<x1) }
             copy(1, rows: chromaRows, bytes: (c0 * 2)..<(c1 * 2))
         case .yuv420:
-            copy(0, rows: y0..<y1, bytes: x0..<x1)
+            if luma { copy(0, rows: y0..<y1, bytes: x0..<x1) }
             copy(1, rows: chromaRows, bytes: c0..<c1)
             copy(2, rows: chromaRows, bytes: c0..<c1)
         case .yuyv:
@@ -300,11 +301,11 @@ enum CameraImaging {
         }
     }
 
-    /// `addNoise` on a buffer whose luma rows outside `inPlace` have not been written yet: those rows
-    /// are read from `source` (same layout, e.g. the background) and written noised in one pass; the
-    /// rows in `inPlace` get the noise in place. Same bytes as copying the rows and then `addNoise`.
-    /// For layouts where luma fills a plane of its own (`canNoiseFromSource`).
-    static func addNoise(_ buffer: PixelBuffer, sigma: Double, seed: UInt64, frame: Int64, from source: PixelBuffer, inPlace: Range<Int>) {
+    /// `addNoise` on a buffer whose luma outside `inPlace` (luma coordinates) has not been written
+    /// yet: those samples are read from `source` (same layout, e.g. the background) and written
+    /// noised in one pass; the samples in `inPlace` get the noise in place. Same bytes as copying
+    /// the luma and then `addNoise`. For layouts where luma fills a plane of its own (`canNoiseFromSource`).
+    static func addNoise(_ buffer: PixelBuffer, sigma: Double, seed: UInt64, frame: Int64, from source: PixelBuffer, inPlace: PixelRect) {
         guard let luma = channels(buffer).first else { return }
         precondition(source.format == buffer.format && source.bytesPerRow == buffer.bytesPerRow && canNoiseFromSource(buffer),
                      "the noise source must share the buffer's layout")
@@ -312,12 +313,15 @@ enum CameraImaging {
         let base = buffer.producerBaseAddress(ofPlane: luma.plane).assumingMemoryBound(to: UInt8.self) + luma.offset
         let from = source.baseAddress(ofPlane: luma.plane).assumingMemoryBound(to: UInt8.self) + luma.offset
         let stride = buffer.bytesPerRow[luma.plane]
-        let rows = inPlace.clamped(to: 0..<luma.height)
+        let rows = (inPlace.y0..<max(inPlace.y0, inPlace.y1)).clamped(to: 0..<luma.height)
         tiles(sigma: sigma).withPointers { up, down in
-            for (input, range) in [(from, 0..<rows.lowerBound), (UnsafePointer(base), rows), (from, rows.upperBound..<luma.height)] {
-                ck_add_noise_rows(input, stride, base, stride, Int32(luma.step), Int32(luma.width), Int32(range.lowerBound),
+            for range in [0..<rows.lowerBound, rows.upperBound..<luma.height] {
+                ck_add_noise_rows(from, stride, base, stride, Int32(luma.step), Int32(luma.width), Int32(range.lowerBound),
                                   Int32(range.upperBound), up, down, Int32(tileMask), Int32(start), Int32(rowJump))
             }
+            ck_add_noise_rows_around(from, stride, base, stride, Int32(luma.step), Int32(luma.width), Int32(rows.lowerBound),
+                                     Int32(rows.upperBound), Int32(inPlace.x0), Int32(inPlace.x1), up, down, Int32(tileMask),
+                                     Int32(start), Int32(rowJump))
         }
     }
 

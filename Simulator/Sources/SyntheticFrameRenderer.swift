@@ -276,16 +276,18 @@ public final class SyntheticFrameRenderer: Sendable {
         // (from its second frame on). Bit-identical to blurring the whole frame.
         let reused = effects.blurRadius > 0 && items.isEmpty && reusesBackgroundRowPass
             && CameraImaging.canReuseRowPass(buffer, radius: effects.blurRadius)
-        // Noisy and sharp (no blur, no items), the luma rows the box misses are written once, as
+        // Noisy and sharp (no blur, no items), the luma the box misses is written once, as
         // background + noise (`CameraImaging.addNoise(from:)`), instead of copied and then noised.
-        let boxRows = (box.y0..<max(box.y0, box.y1)).clamped(to: 0..<height)
+        let boxRect = PixelRect(x0: box.x0, y0: box.y0, x1: box.x1, y1: box.y1)
         let fusesNoise = fusesNoiseWithCopy && effects.noiseSigma >= 0.25 && effects.blurRadius == 0 && items.isEmpty
             && CameraImaging.canNoiseFromSource(buffer)
         // Plain (sharp, noiseless, no items, no shake), a frame is the background, the box and the
         // markers, so memory that last held a plain frame over the same background needs only that
-        // frame's box, stamp band and sync marker put back (`drawPlainBackground`).
-        let plain = effects.blurRadius == 0 && effects.noiseSigma < 0.25 && items.isEmpty && (motion?.isIdentity ?? true)
-        let noiseSource = fusesNoise ? copyBackground(effects, into: buffer, lumaRows: boxRows) : nil
+        // frame's box, stamp band and sync marker put back (`drawPlainBackground`). Noisy and sharp,
+        // the same holds for its chroma (the noise is luma only), so only the chroma is put back.
+        let still = motion?.isIdentity ?? true
+        let plain = effects.blurRadius == 0 && effects.noiseSigma < 0.25 && items.isEmpty && still
+        let noiseSource = fusesNoise ? copyBackground(effects, into: buffer) : nil
         let plainFrame = plain ? drawPlainBackground(effects, into: buffer) : nil
         let blurredBackground = fusesNoise || plain ? nil
             : drawBackground(effects, into: buffer, onlyRows: reused ? box.y0..<max(box.y0, box.y1) : nil)
@@ -297,7 +299,7 @@ public final class SyntheticFrameRenderer: Sendable {
         }
         if effects.blurRadius > 0 { CameraImaging.blur(buffer, radius: effects.blurRadius, reusing: blurredBackground) }
         if let noiseSource {
-            CameraImaging.addNoise(buffer, sigma: effects.noiseSigma, seed: seed, frame: index, from: noiseSource, inPlace: boxRows)
+            CameraImaging.addNoise(buffer, sigma: effects.noiseSigma, seed: seed, frame: index, from: noiseSource.background, inPlace: boxRect)
         } else if effects.noiseSigma >= 0.25 {
             CameraImaging.addNoise(buffer, sigma: effects.noiseSigma, seed: seed, frame: index)
         }
@@ -317,10 +319,11 @@ public final class SyntheticFrameRenderer: Sendable {
         // an overexposed or zoomed scene can never pass for a flash.
         fill(buffer, rows: layout.syncMarkerRows, columns: layout.syncMarkerColumns,
              color: YCbCr(y: syncFlash ? FrameMarkerLayout.lumaOne : FrameMarkerLayout.lumaZero, cb: 128, cr: 128))
-        // After the last write (every write call clears it).
-        if let plainFrame {
-            plainFrame.box = PixelRect(x0: box.x0, y0: box.y0, x1: box.x1, y1: box.y1)
-            buffer.producerContent = plainFrame
+        // After the last write (every write call clears it). A shaken frame moved its chroma too.
+        if let drawn = plainFrame ?? (still ? noiseSource?.record : nil) {
+            drawn.box = boxRect
+            drawn.lumaIsBackground = plainFrame != nil
+            buffer.producerContent = drawn
         }
         return measurements
     }
@@ -370,12 +373,15 @@ public final class SyntheticFrameRenderer: Sendable {
         }
     }
 
-    /// What a plain frame drew over its background (kept with the buffer's memory, `PixelBuffer.producerContent`;
-    /// one per buffer's memory, updated in place while the background stays the same).
+    /// What a plain or noisy frame drew over its background (kept with the buffer's memory,
+    /// `PixelBuffer.producerContent`; one per buffer's memory, updated in place while the background
+    /// stays the same).
     final class PlainFrame {
         /// Weak: a buffer in a pool must not keep a background the cache has dropped alive.
         weak var background: BackgroundCache?
         var box = PixelRect(x0: 0, y0: 0, x1: 0, y1: 0)
+        /// False after a noisy frame: its chroma is the background's outside the box and markers, its luma is not.
+        var lumaIsBackground = true
         init(background: BackgroundCache) { self.background = background }
     }
 
@@ -401,7 +407,7 @@ public final class SyntheticFrameRenderer: Sendable {
         let (background, partial) = cache.withLock { cached -> (BackgroundCache, Bool) in
             let background = cachedBackground(effects, &cached)
             background.uses += 1
-            if redrawsOnlyChanges, let previousBox, previous?.background === background {
+            if redrawsOnlyChanges, let previousBox, previous?.background === background, previous?.lumaIsBackground == true {
                 let (band, sync) = markerRects
                 for rect in [previousBox, band, sync] { CameraImaging.copyRect(rect, of: background.buffer, into: buffer) }
                 return (background, true)
@@ -429,17 +435,29 @@ public final class SyntheticFrameRenderer: Sendable {
         return made
     }
 
-    /// Copies the cached background's chroma planes and only `lumaRows` of its luma plane (the rows
-    /// drawn over before the noise); returns the background, which the noise pass reads the other
-    /// luma rows from. The background is never written once cached, so it is read outside the lock.
-    private func copyBackground(_ effects: CameraEffects, into buffer: PixelBuffer, lumaRows: Range<Int>) -> PixelBuffer {
-        cache.withLock { cached -> PixelBuffer in
+    /// Copies the cached background's chroma planes (its luma the noise pass reads, `addNoise(from:)`);
+    /// returns the background and the record to store with the buffer once the frame is drawn. When
+    /// the buffer's memory last held a plain or noisy frame over this background, only that frame's
+    /// box and markers are put back. The background is never written once cached, so it is read
+    /// outside the lock.
+    private func copyBackground(_ effects: CameraEffects, into buffer: PixelBuffer) -> (background: PixelBuffer, record: PlainFrame) {
+        let previous = buffer.producerContent as? PlainFrame
+        let previousBox = previous?.box
+        let (background, partial) = cache.withLock { cached -> (BackgroundCache, Bool) in
             let background = cachedBackground(effects, &cached)
             background.uses += 1
             let template = background.buffer
-            CameraImaging.copyRows(of: template, into: buffer) { plane in plane == 0 ? lumaRows : 0..<buffer.planeRows[plane] }
-            return template
+            let partial = redrawsOnlyChanges && previousBox != nil && previous?.background === background
+            if !partial { CameraImaging.copyRows(of: template, into: buffer) { plane in plane == 0 ? 0..<0 : 0..<buffer.planeRows[plane] } }
+            if partial, let previousBox {
+                let (band, sync) = markerRects
+                for rect in [previousBox, band, sync] { CameraImaging.copyRect(rect, of: template, into: buffer, luma: false) }
+            }
+            return (background, partial)
         }
+        guard partial, let previous else { return (background.buffer, PlainFrame(background: background)) }
+        partialBackgrounds.add(1, ordering: .relaxed)
+        return (background.buffer, previous)
     }
 
     /// True when frame `index` is the first with PTS ≥ t for some whole second t ≥ 1.

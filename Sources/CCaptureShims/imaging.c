@@ -196,6 +196,26 @@ void ck_add_noise_rows(const uint8_t *src, ptrdiff_t srcStride, uint8_t *dst, pt
     }
 }
 
+CK_VECTOR
+void ck_add_noise_rows_around(const uint8_t *src, ptrdiff_t srcStride, uint8_t *dst, ptrdiff_t stride, int step, int width,
+                              int y0, int y1, int x0, int x1, const uint8_t *up, const uint8_t *down, int tileMask,
+                              int start, int rowJump) {
+    if (width <= 0 || y0 >= y1) return;
+    x0 = x0 < 0 ? 0 : (x0 > width ? width : x0);
+    x1 = x1 < x0 ? x0 : (x1 > width ? width : x1);
+    for (int y = y0; y < y1; y++) {
+        int origin = (int)(((unsigned)start + (unsigned)y * (unsigned)rowJump) & (unsigned)tileMask);
+        const uint8_t *s = src + y * srcStride;
+        uint8_t *d = dst + y * stride;
+        // Sample x takes the tile at (origin + x) & tileMask, so a column run starts its window there.
+        if (x0 > 0) ck_noise_row(s, d, step, x0, up, down, tileMask, origin);
+        if (x1 > x0) ck_noise_row(d + (ptrdiff_t)x0 * step, d + (ptrdiff_t)x0 * step, step, x1 - x0, up, down, tileMask,
+                                  (origin + x0) & tileMask);
+        if (x1 < width) ck_noise_row(s + (ptrdiff_t)x1 * step, d + (ptrdiff_t)x1 * step, step, width - x1, up, down, tileMask,
+                                     (origin + x1) & tileMask);
+    }
+}
+
 void ck_add_noise(uint8_t *base, ptrdiff_t stride, int step, int width, int height,
                   const uint8_t *up, const uint8_t *down, int tileMask, int start, int rowJump) {
     ck_add_noise_rows(base, stride, base, stride, step, width, 0, height, up, down, tileMask, start, rowJump);

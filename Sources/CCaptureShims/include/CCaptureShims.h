@@ -71,6 +71,11 @@ void ck_add_noise(uint8_t *base, ptrdiff_t stride, int step, int width, int heig
 // as copying those rows and adding the noise in place, in one pass. `src` may be `dst`.
 void ck_add_noise_rows(const uint8_t *src, ptrdiff_t srcStride, uint8_t *dst, ptrdiff_t stride, int step, int width,
                        int y0, int y1, const uint8_t *up, const uint8_t *down, int tileMask, int start, int rowJump);
+// ck_add_noise_rows, except that the columns x0..<x1 of each row are noised in place in `dst` (what
+// was drawn there over the source, e.g. the moving box) and only the others are read from `src`.
+void ck_add_noise_rows_around(const uint8_t *src, ptrdiff_t srcStride, uint8_t *dst, ptrdiff_t stride, int step, int width,
+                              int y0, int y1, int x0, int x1, const uint8_t *up, const uint8_t *down, int tileMask,
+                              int start, int rowJump);
 // The simulator's meters (CameraImaging.measure), integer sums over the luma samples at byte
 // offset y·stride + x·step: ck_grid_sum adds the samples at x = x0, x0+xStep, … < x1 of rows
 // y = y0, y0+yStep, … < y1 (the exposure meter); ck_contrast_sum adds |s(x+2) − s(x)| for
