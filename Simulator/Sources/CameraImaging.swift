@@ -394,7 +394,7 @@ enum CameraImaging {
             // The sampled columns' byte offsets in each plane, once per frame (no division per sample).
             let columnCount = (buffer.width + grid - 1) / grid
             let rowCount = band < buffer.height ? (buffer.height - band + grid - 1) / grid : 0
-            // One allocation for the offsets and the C loop's scratch, one for the samples.
+            // One allocation for the offsets, one for the samples.
             let offsets = UnsafeMutablePointer<Int>.allocate(capacity: 3 * columnCount)
             defer { offsets.deallocate() }
             let lumaColumns = offsets, cbColumns = offsets + columnCount, crColumns = offsets + 2 * columnCount
@@ -404,16 +404,13 @@ enum CameraImaging {
                 cbColumns[i] = (x / cb.subX) * cb.step
                 crColumns[i] = (x / cr.subX) * cr.step
             }
-            let rowTerms = UnsafeMutablePointer<Double>.allocate(capacity: 3 * columnCount)
-            defer { rowTerms.deallocate() }
-            let entries = UnsafeMutablePointer<Int32>.allocate(capacity: 3 * columnCount)
-            defer { entries.deallocate() }
             // Each sample's linear R, G and B: three arrays of `capacity` doubles.
             let capacity = max(1, columnCount * rowCount)
             let linear = UnsafeMutablePointer<Double>.allocate(capacity: 3 * capacity)
             defer { linear.deallocate() }
-            // linearRGB's terms per code value are evaluated once (CodeTerms); the C loops then apply
-            // linearRGB's expressions to them and sum in row order: the same doubles as per-sample Swift.
+            // linearRGB's terms per code value are evaluated once (CodeTerms); the C loop then applies
+            // linearRGB's expressions to them, once per distinct sample, and sums in row order: the
+            // same doubles as per-sample Swift.
             let terms = fullRange ? Self.fullRangeTerms : Self.videoRangeTerms
             var sums = (0.0, 0.0, 0.0)
             SyntheticFrameRenderer.linearTable.withUnsafeBufferPointer { table in
@@ -423,8 +420,8 @@ enum CameraImaging {
                             $0.withMemoryRebound(to: Double.self, capacity: 3) { out in
                                 Int(ck_gray_world_samples(lumaBase, lumaStride, cbBase, cbStride, Int32(cb.subY), crBase, crStride, Int32(cr.subY),
                                                           lumaColumns, cbColumns, crColumns, Int32(columnCount), Int32(band), Int32(buffer.height),
-                                                          Int32(grid), yp.baseAddress!, cp.baseAddress!, table.baseAddress!, rowTerms, entries,
-                                                          linear, Int32(capacity), out))
+                                                          Int32(grid), yp.baseAddress!, cp.baseAddress!, table.baseAddress!, linear,
+                                                          Int32(capacity), out))
                             }
                         }
                     }

@@ -297,40 +297,61 @@ static inline int ck_linear_index(double v) {
     return (int)(m * 4096 + 0.5);
 }
 
-CK_VECTOR
+// One sample's linear R, G and B from its code values: linearRGB's expressions on the code terms.
+static inline void ck_gray_world_linear(int y, int cb, int cr, const double *yp, const double *cp, const double *table,
+                                        double *r, double *g, double *b) {
+    double l = yp[y], u = cp[cb], v = cp[cr];
+    *r = table[ck_linear_index(l + 1.402 * v)];
+    *g = table[ck_linear_index(l - 0.344136 * u - 0.714136 * v)];
+    *b = table[ck_linear_index(l + 1.772 * u)];
+}
+
+// The memo of distinct (Y, Cb, Cr) keys: open addressing, a few probes, then computed unmemoised.
+enum { ck_memo_bits = 10, ck_memo_size = 1 << ck_memo_bits, ck_memo_probes = 8 };
+
 int ck_gray_world_samples(const uint8_t *luma, ptrdiff_t lumaStride, const uint8_t *cb, ptrdiff_t cbStride, int cbSubY,
                           const uint8_t *cr, ptrdiff_t crStride, int crSubY, const ptrdiff_t *lumaColumns,
                           const ptrdiff_t *cbColumns, const ptrdiff_t *crColumns, int columns, int y0, int y1, int yStep,
-                          const double *yp, const double *cp, const double *table, double *terms,
-                          int32_t *entries, double *linear, int capacity, double *sums) {
+                          const double *yp, const double *cp, const double *table, double *linear, int capacity,
+                          double *sums) {
+    // A frame is mostly flat surfaces under luma-only noise: a few hundred distinct samples, each
+    // computed once. Every value is still added sample by sample, in row order (the same sums).
+    uint32_t keys[ck_memo_size];
+    double values[3 * ck_memo_size];
+    memset(keys, 0xFF, sizeof keys);  // no key has its top byte set
+    uint32_t last = 0xFFFFFFFFu;
+    double sr = 0, sg = 0, sb = 0;
     int count = 0;
     double r = 0, g = 0, b = 0;
-    int32_t *ri = entries, *gi = entries + columns, *bi = entries + 2 * columns;
-    double *ls = terms, *us = terms + columns, *vs = terms + 2 * columns;
-    double *lr_ = linear, *lg_ = linear + capacity, *lb_ = linear + 2 * capacity;
+    double *R = linear, *G = linear + capacity, *B = linear + 2 * capacity;
     for (int y = y0; y < y1; y += yStep) {
         const uint8_t *lr = luma + y * lumaStride;
         const uint8_t *cbr = cb + (y / cbSubY) * cbStride, *crr = cr + (y / crSubY) * crStride;
-        // A row's terms, then its table entries (plain arithmetic on arrays, which vectorises), then
-        // their linear values and the sums in order (which must not be reordered).
         for (int i = 0; i < columns; i++) {
-            ls[i] = yp[lr[lumaColumns[i]]];
-            us[i] = cp[cbr[cbColumns[i]]];
-            vs[i] = cp[crr[crColumns[i]]];
-        }
-        for (int i = 0; i < columns; i++) {
-            double l = ls[i], u = us[i], v = vs[i];
-            ri[i] = ck_linear_index(l + 1.402 * v);
-            gi[i] = ck_linear_index(l - 0.344136 * u - 0.714136 * v);
-            bi[i] = ck_linear_index(l + 1.772 * u);
-        }
-        double *R = lr_ + count, *G = lg_ + count, *B = lb_ + count;
-        for (int i = 0; i < columns; i++) {
-            double sr = table[ri[i]], sg = table[gi[i]], sb = table[bi[i]];
-            R[i] = sr; G[i] = sg; B[i] = sb;
+            int vy = lr[lumaColumns[i]], vb = cbr[cbColumns[i]], vr = crr[crColumns[i]];
+            uint32_t key = (uint32_t)vy | (uint32_t)vb << 8 | (uint32_t)vr << 16;
+            if (key != last) {
+                last = key;
+                uint32_t h = (key * 2654435761u) >> (32 - ck_memo_bits);
+                int probe = 0;
+                for (; probe < ck_memo_probes; probe++, h = (h + 1) & (ck_memo_size - 1)) {
+                    if (keys[h] == key) {
+                        sr = values[3 * h]; sg = values[3 * h + 1]; sb = values[3 * h + 2];
+                        break;
+                    }
+                    if (keys[h] == 0xFFFFFFFFu) {
+                        ck_gray_world_linear(vy, vb, vr, yp, cp, table, &sr, &sg, &sb);
+                        keys[h] = key;
+                        values[3 * h] = sr; values[3 * h + 1] = sg; values[3 * h + 2] = sb;
+                        break;
+                    }
+                }
+                if (probe == ck_memo_probes) ck_gray_world_linear(vy, vb, vr, yp, cp, table, &sr, &sg, &sb);
+            }
+            R[count] = sr; G[count] = sg; B[count] = sb;
             r += sr; g += sg; b += sb;
+            count++;
         }
-        count += columns;
     }
     sums[0] = r; sums[1] = g; sums[2] = b;
     return count;

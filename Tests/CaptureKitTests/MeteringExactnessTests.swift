@@ -100,4 +100,30 @@ import Testing
             #expect(compared == 12)
         }
     }
+
+    /// The gray world computes each distinct (Y, Cb, Cr) once, in a memo of 1024 entries: frames of
+    /// random bytes have thousands of distinct samples, so most fall past the memo and are computed
+    /// as they come. Same doubles either way.
+    @Test(arguments: [PixelFormat.nv12, .yuv420, .yuyv])
+    func samplesPastTheGrayWorldMemoGiveTheSameDoubles(_ format: PixelFormat) throws {
+        var state: UInt64 = 17  // a fixed 64-bit LCG: the same bytes every run
+        for size in [Dimensions(width: 640, height: 480), Dimensions(width: 1920, height: 1080)] {
+            let buffer = PixelBuffer(format: format, width: size.width, height: size.height)
+            for plane in 0..<buffer.planeCount {
+                try buffer.withMutablePlane(plane) { bytes in
+                    for i in bytes.indices {
+                        state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+                        bytes[i] = UInt8(truncatingIfNeeded: state >> 33)
+                    }
+                }
+            }
+            for fullRange in [false, true] {
+                let request = MeteringRequest(grayWorld: true)
+                let f = SyntheticFrameRenderer.measure(buffer, request, fullRange: fullRange).linearMeans
+                let s = Self.reference(buffer, request, fullRange: fullRange).linearMeans
+                #expect(f != nil && f?.r.bitPattern == s?.r.bitPattern && f?.g.bitPattern == s?.g.bitPattern && f?.b.bitPattern == s?.b.bitPattern,
+                        "\(format) \(size) full range \(fullRange): \(String(describing: f)) vs \(String(describing: s))")
+            }
+        }
+    }
 }
