@@ -255,15 +255,14 @@ enum CameraImaging {
 
     static let tileBits = 16
     static let tileMask = (1 << tileBits) - 1
-    /// Approximately Gaussian (sum of four uniforms) with a standard deviation of 32.
-    static let noiseTile: [Int8] = {
-        var random = SeededRandom(seed: 0x4E4F_4953_4554_494C)
-        return (0..<(1 << tileBits)).map { _ in
-            var sum = 0.0
-            for _ in 0..<4 { sum += Double(random.next() >> 11) / Double(1 << 53) * 2 - 1 }
-            return Int8(max(-127, min(127, (sum * 32 / 1.1547).rounded())))
-        }
-    }()
+    /// The noise tile's seed (`ck_noise_tile`).
+    package static let noiseTileSeed: UInt64 = 0x4E4F_4953_4554_494C
+    /// Approximately Gaussian (sum of four uniforms) with a standard deviation of 32. Made in C: a
+    /// process's first noisy frame waits for its 65 536 entries.
+    package static let noiseTile: [Int8] = [Int8](unsafeUninitializedCapacity: 1 << tileBits) { tile, made in
+        ck_noise_tile(tile.baseAddress, Int32(tile.count), noiseTileSeed)
+        made = tile.count
+    }
 
     /// The noise tile scaled to one sigma: code-value deltas t, as the two byte tiles `ck_add_noise`
     /// takes (up = t where t > 0, down = −t where t < 0, each clamped to 255).
@@ -283,8 +282,17 @@ enum CameraImaging {
             if let cached, cached.sigma == sigma { return cached.tiles }
             var delta = [Int](repeating: 0, count: 256)
             for t in 0..<256 { delta[t] = Int(Int16(clamping: Int((Double(t - 128) * sigma / 32).rounded()))) }
-            let tiles = NoiseTiles(up: noiseTile.map { UInt8(min(max(delta[Int($0) + 128], 0), 255)) },
-                                   down: noiseTile.map { UInt8(min(max(-delta[Int($0) + 128], 0), 255)) })
+            // Per tile value, then per entry: one lookup each.
+            let upOf = delta.map { UInt8(min(max($0, 0), 255)) }, downOf = delta.map { UInt8(min(max(-$0, 0), 255)) }
+            func tile(_ of: [UInt8]) -> [UInt8] {
+                [UInt8](unsafeUninitializedCapacity: noiseTile.count) { out, made in
+                    noiseTile.withUnsafeBufferPointer { t in of.withUnsafeBufferPointer { o in
+                        for i in t.indices { out[i] = o[Int(t[i]) &+ 128] }
+                    } }
+                    made = noiseTile.count
+                }
+            }
+            let tiles = NoiseTiles(up: tile(upOf), down: tile(downOf))
             cached = (sigma, tiles)
             return tiles
         }

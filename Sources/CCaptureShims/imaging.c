@@ -2,6 +2,7 @@
 // that clang auto-vectorises. The formulas are exactly those CameraImaging documents, so frames
 // are bit-identical to the scalar Swift they replace.
 #include "CCaptureShims.h"
+#include <math.h>
 #include <string.h>
 
 // An AVX2 copy of each loop next to the baseline one, picked at load time (ifunc). Not under a
@@ -379,4 +380,24 @@ int ck_gray_world_neutral(const double *linear, int count, int capacity, double 
     }
     sums[0] = nr; sums[1] = ng; sums[2] = nb;
     return neutral;
+}
+
+// The noise tile: SeededRandom's SplitMix64 and the Swift expressions, operation for operation
+// (contraction is off in this part of the file, so no fused multiply-adds).
+void ck_noise_tile(int8_t *tile, int count, uint64_t seed) {
+    uint64_t state = seed;
+    for (int i = 0; i < count; i++) {
+        double sum = 0;
+        for (int k = 0; k < 4; k++) {
+            state += 0x9E3779B97F4A7C15ull;
+            uint64_t z = state;
+            z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+            z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+            z ^= z >> 31;
+            // z >> 11 < 2^53: exact as a double, converted as a signed integer (one instruction).
+            sum += (double)(int64_t)(z >> 11) / 9007199254740992.0 * 2 - 1;
+        }
+        double v = round(sum * 32 / 1.1547);
+        tile[i] = (int8_t)(v < -127 ? -127 : (v > 127 ? 127 : v));
+    }
 }

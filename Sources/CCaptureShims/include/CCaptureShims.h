@@ -62,6 +62,10 @@ void ck_box_blur_rows(const uint8_t *base, ptrdiff_t stride, int step, int lanes
 // for rowBytes uint32.
 void ck_box_blur_columns(uint8_t *base, ptrdiff_t stride, int rowBytes, int height, int ry,
                          const uint8_t *const *in, int first, int end, uint32_t *sums);
+// The simulator's noise tile (CameraImaging.noiseTile): `count` values, each the sum of four
+// uniforms in −1…1 from SplitMix64 seeded with `seed` ((next >> 11) / 2^53 · 2 − 1), scaled by
+// 32 / 1.1547, rounded half away from zero and clamped to ±127. The same bytes as the Swift loop.
+void ck_noise_tile(int8_t *tile, int count, uint64_t seed);
 // Adds t = up[i] − down[i], i = (origin_y + x) & tileMask, to every sample (clamped to 0...255),
 // origin_y = (start + y*rowJump) & tileMask. A delta tile is split in two byte tiles, one of them 0
 // at each i: up = min(max(t, 0), 255), down = min(max(−t, 0), 255) (any t beyond ±255 clamps alike).
