@@ -412,39 +412,39 @@ enum CameraImaging {
                 cbColumns[i] = (x / cb.subX) * cb.step
                 crColumns[i] = (x / cr.subX) * cr.step
             }
-            // Each sample's linear R, G and B: three arrays of `capacity` doubles.
+            // The C loop's scratch: each distinct sample's linear R, G, B and whether it is near
+            // neutral, and each sample's entry.
             let capacity = max(1, columnCount * rowCount)
-            let linear = UnsafeMutablePointer<Double>.allocate(capacity: 3 * capacity)
-            defer { linear.deallocate() }
+            let values = UnsafeMutablePointer<Double>.allocate(capacity: 3 * capacity)
+            defer { values.deallocate() }
+            let indices = UnsafeMutablePointer<Int32>.allocate(capacity: capacity)
+            defer { indices.deallocate() }
+            let keep = UnsafeMutablePointer<UInt8>.allocate(capacity: capacity)
+            defer { keep.deallocate() }
             // linearRGB's terms per code value are evaluated once (CodeTerms); the C loop then applies
             // linearRGB's expressions to them, once per distinct sample, and sums in row order: the
             // same doubles as per-sample Swift.
             let terms = fullRange ? Self.fullRangeTerms : Self.videoRangeTerms
-            var sums = (0.0, 0.0, 0.0)
-            SyntheticFrameRenderer.linearTable.withUnsafeBufferPointer { table in
-                let count = terms.yp.withUnsafeBufferPointer { yp in
+            var sums = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+            var neutral: Int32 = 0
+            let count = SyntheticFrameRenderer.linearTable.withUnsafeBufferPointer { table in
+                terms.yp.withUnsafeBufferPointer { yp in
                     terms.cp.withUnsafeBufferPointer { cp in
                         withUnsafeMutablePointer(to: &sums) {
-                            $0.withMemoryRebound(to: Double.self, capacity: 3) { out in
-                                Int(ck_gray_world_samples(lumaBase, lumaStride, cbBase, cbStride, Int32(cb.subY), crBase, crStride, Int32(cr.subY),
-                                                          lumaColumns, cbColumns, crColumns, Int32(columnCount), Int32(band), Int32(buffer.height),
-                                                          Int32(grid), yp.baseAddress!, cp.baseAddress!, table.baseAddress!, linear,
-                                                          Int32(capacity), out))
+                            $0.withMemoryRebound(to: Double.self, capacity: 6) { out in
+                                Int(ck_gray_world(lumaBase, lumaStride, cbBase, cbStride, Int32(cb.subY), crBase, crStride, Int32(cr.subY),
+                                                  lumaColumns, cbColumns, crColumns, Int32(columnCount), Int32(band), Int32(buffer.height),
+                                                  Int32(grid), yp.baseAddress!, cp.baseAddress!, table.baseAddress!, values, indices, keep,
+                                                  Int32(capacity), &neutral, out))
                             }
                         }
                     }
                 }
-                let (r, g, b) = sums
-                guard count > 0, g > 0 else { return }
-                var neutralSums = (0.0, 0.0, 0.0)
-                let neutral = withUnsafeMutablePointer(to: &neutralSums) {
-                    $0.withMemoryRebound(to: Double.self, capacity: 3) { out in
-                        Int(ck_gray_world_neutral(linear, Int32(count), Int32(capacity), r / g, b / g, out))
-                    }
-                }
-                let (nr, ng, nb) = neutralSums
-                let n = Double(count)
-                m.linearMeans = neutral * 20 >= count ? (nr / Double(neutral), ng / Double(neutral), nb / Double(neutral)) : (r / n, g / n, b / n)
+            }
+            let (r, g, b, nr, ng, nb) = sums
+            if count > 0, g > 0 {
+                let n = Double(count), kept = Int(neutral)
+                m.linearMeans = kept * 20 >= count ? (nr / Double(kept), ng / Double(kept), nb / Double(kept)) : (r / n, g / n, b / n)
             }
         }
         return m

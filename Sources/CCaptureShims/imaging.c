@@ -310,21 +310,23 @@ static inline void ck_gray_world_linear(int y, int cb, int cr, const double *yp,
 // The memo of distinct (Y, Cb, Cr) keys: open addressing, a few probes, then computed unmemoised.
 enum { ck_memo_bits = 10, ck_memo_size = 1 << ck_memo_bits, ck_memo_probes = 8 };
 
-int ck_gray_world_samples(const uint8_t *luma, ptrdiff_t lumaStride, const uint8_t *cb, ptrdiff_t cbStride, int cbSubY,
-                          const uint8_t *cr, ptrdiff_t crStride, int crSubY, const ptrdiff_t *lumaColumns,
-                          const ptrdiff_t *cbColumns, const ptrdiff_t *crColumns, int columns, int y0, int y1, int yStep,
-                          const double *yp, const double *cp, const double *table, double *linear, int capacity,
-                          double *sums) {
+int ck_gray_world(const uint8_t *luma, ptrdiff_t lumaStride, const uint8_t *cb, ptrdiff_t cbStride, int cbSubY,
+                  const uint8_t *cr, ptrdiff_t crStride, int crSubY, const ptrdiff_t *lumaColumns,
+                  const ptrdiff_t *cbColumns, const ptrdiff_t *crColumns, int columns, int y0, int y1, int yStep,
+                  const double *yp, const double *cp, const double *table, double *values, int32_t *indices,
+                  uint8_t *keep, int capacity, int *neutral, double *sums) {
     // A frame is mostly flat surfaces under luma-only noise: a few hundred distinct samples, each
-    // computed once. Every value is still added sample by sample, in row order (the same sums).
+    // computed and tested once (memoised by their code values; past the memo, each sample is an
+    // entry of its own). Every sample's values are still added one by one, in row order: the same
+    // sums as the per-sample loops.
     uint32_t keys[ck_memo_size];
-    double values[3 * ck_memo_size];
+    int32_t slots[ck_memo_size];
     memset(keys, 0xFF, sizeof keys);  // no key has its top byte set
     uint32_t last = 0xFFFFFFFFu;
+    int32_t entry = 0;
     double sr = 0, sg = 0, sb = 0;
-    int count = 0;
     double r = 0, g = 0, b = 0;
-    double *R = linear, *G = linear + capacity, *B = linear + 2 * capacity;
+    int count = 0, distinct = 0;
     for (int y = y0; y < y1; y += yStep) {
         const uint8_t *lr = luma + y * lumaStride;
         const uint8_t *cbr = cb + (y / cbSubY) * cbStride, *crr = cr + (y / crSubY) * crStride;
@@ -336,50 +338,44 @@ int ck_gray_world_samples(const uint8_t *luma, ptrdiff_t lumaStride, const uint8
                 uint32_t h = (key * 2654435761u) >> (32 - ck_memo_bits);
                 int probe = 0;
                 for (; probe < ck_memo_probes; probe++, h = (h + 1) & (ck_memo_size - 1)) {
-                    if (keys[h] == key) {
-                        sr = values[3 * h]; sg = values[3 * h + 1]; sb = values[3 * h + 2];
-                        break;
-                    }
+                    if (keys[h] == key) { entry = slots[h]; break; }
                     if (keys[h] == 0xFFFFFFFFu) {
-                        ck_gray_world_linear(vy, vb, vr, yp, cp, table, &sr, &sg, &sb);
                         keys[h] = key;
-                        values[3 * h] = sr; values[3 * h + 1] = sg; values[3 * h + 2] = sb;
+                        slots[h] = -1;
                         break;
                     }
                 }
-                if (probe == ck_memo_probes) ck_gray_world_linear(vy, vb, vr, yp, cp, table, &sr, &sg, &sb);
+                if (probe == ck_memo_probes || slots[h] < 0) {
+                    if (distinct == capacity) return -1;  // cannot happen: entries ≤ samples ≤ capacity
+                    entry = distinct++;
+                    ck_gray_world_linear(vy, vb, vr, yp, cp, table, values + 3 * entry, values + 3 * entry + 1,
+                                         values + 3 * entry + 2);
+                    if (probe < ck_memo_probes) slots[h] = entry;
+                }
+                sr = values[3 * entry]; sg = values[3 * entry + 1]; sb = values[3 * entry + 2];
             }
-            R[count] = sr; G[count] = sg; B[count] = sb;
+            indices[count++] = entry;
             r += sr; g += sg; b += sb;
-            count++;
         }
     }
     sums[0] = r; sums[1] = g; sums[2] = b;
-    return count;
-}
-
-CK_VECTOR
-int ck_gray_world_neutral(const double *linear, int count, int capacity, double castR, double castB, double *sums) {
-    const double *R = linear, *G = linear + capacity, *B = linear + 2 * capacity;
     double nr = 0, ng = 0, nb = 0;
-    int neutral = 0;
-    // In blocks: first which samples are near neutral (divisions and comparisons on arrays, which
-    // vectorise; a sample with g ≤ 0.002 is divided too but never kept), then their sums in order.
-    enum { block = 256 };
-    uint8_t keep[block];
-    for (int k = 0; k < count; k += block) {
-        int n = count - k < block ? count - k : block;
-        const double *r = R + k, *g = G + k, *b = B + k;
-        for (int i = 0; i < n; i++) {
-            double qr = (r[i] / g[i]) / castR, qb = (b[i] / g[i]) / castB;
-            keep[i] = (g[i] > 0.002) & (qr > 1 / 1.5) & (qr < 1.5) & (qb > 1 / 1.5) & (qb < 1.5);
+    int kept = 0;
+    if (count > 0 && g > 0) {
+        const double castR = r / g, castB = b / g;
+        for (int e = 0; e < distinct; e++) {
+            const double er = values[3 * e], eg = values[3 * e + 1], eb = values[3 * e + 2];
+            const double qr = (er / eg) / castR, qb = (eb / eg) / castB;
+            keep[e] = (eg > 0.002) & (qr > 1 / 1.5) & (qr < 1.5) & (qb > 1 / 1.5) & (qb < 1.5);
         }
-        for (int i = 0; i < n; i++) {
-            if (keep[i]) { nr += r[i]; ng += g[i]; nb += b[i]; neutral++; }
+        for (int k = 0; k < count; k++) {
+            const int32_t e = indices[k];
+            if (keep[e]) { nr += values[3 * e]; ng += values[3 * e + 1]; nb += values[3 * e + 2]; kept++; }
         }
     }
-    sums[0] = nr; sums[1] = ng; sums[2] = nb;
-    return neutral;
+    sums[3] = nr; sums[4] = ng; sums[5] = nb;
+    *neutral = kept;
+    return count;
 }
 
 // The noise tile: SeededRandom's SplitMix64 and the Swift expressions, operation for operation

@@ -87,19 +87,19 @@ void ck_add_noise_rows_around(const uint8_t *src, ptrdiff_t srcStride, uint8_t *
 // terms they added in *count. rowBytes: the bytes of a row that may be read from its start.
 int64_t ck_grid_sum(const uint8_t *base, ptrdiff_t stride, int step, int x0, int x1, int xStep,
                     int y0, int y1, int yStep, int64_t *count);
-// The gray world's samples (CameraImaging.measure): for rows y0, y0+yStep, … < y1 and the given
-// column byte offsets, each sample's linear R, G and B (the linear table's entries) into `linear`,
-// three arrays of `capacity` doubles (R, then G, then B; samples in row order), and the sums of
-// those values in that order (sums[0…2]); returns the sample count. A sample's values depend on
-// its three code values alone, so they are computed once per distinct (Y, Cb, Cr) of the frame.
-// Then ck_gray_world_neutral sums, in order, the samples whose (s / g) / cast lies strictly between
-// 1/1.5 and 1.5 for R and B (g > 0.002) and returns their count.
-int ck_gray_world_samples(const uint8_t *luma, ptrdiff_t lumaStride, const uint8_t *cb, ptrdiff_t cbStride, int cbSubY,
-                          const uint8_t *cr, ptrdiff_t crStride, int crSubY, const ptrdiff_t *lumaColumns,
-                          const ptrdiff_t *cbColumns, const ptrdiff_t *crColumns, int columns, int y0, int y1, int yStep,
-                          const double *yp, const double *cp, const double *table, double *linear, int capacity,
-                          double *sums);
-int ck_gray_world_neutral(const double *linear, int count, int capacity, double castR, double castB, double *sums);
+// The gray world (CameraImaging.measure): for rows y0, y0+yStep, … < y1 and the given column byte
+// offsets, each sample's linear R, G and B (the linear table's entries for linearRGB's expressions),
+// summed in row order into sums[0…2]; returns the sample count. Then, when there are samples and
+// the G sum is > 0, the samples whose (s / g) / cast (cast: the R or B sum over the G sum) lies
+// strictly between 1/1.5 and 1.5 for R and B (g > 0.002) are summed, in row order, into sums[3…5]
+// and counted in *neutral. A sample's values depend on its three code values alone, so they are
+// computed (and tested) once per distinct (Y, Cb, Cr). Scratch for `capacity` ≥ the sample count:
+// values, 3 · capacity doubles; indices, capacity int32; keep, capacity bytes.
+int ck_gray_world(const uint8_t *luma, ptrdiff_t lumaStride, const uint8_t *cb, ptrdiff_t cbStride, int cbSubY,
+                  const uint8_t *cr, ptrdiff_t crStride, int crSubY, const ptrdiff_t *lumaColumns,
+                  const ptrdiff_t *cbColumns, const ptrdiff_t *crColumns, int columns, int y0, int y1, int yStep,
+                  const double *yp, const double *cp, const double *table, double *values, int32_t *indices,
+                  uint8_t *keep, int capacity, int *neutral, double *sums);
 int64_t ck_contrast_sum(const uint8_t *base, ptrdiff_t stride, int step, int rowBytes, int x0, int x1,
                         int y0, int y1, int yStep, int64_t *count);
 
