@@ -21,11 +21,11 @@ public final class DeviceRegistry: Sendable {
         self.drivers = drivers
         let mine = driverEvents
         forwarding = drivers.compactMap { driver in
-            guard let reporting = driver as? any EventReportingDriver else { return nil }
+            guard let reporting = driver.asEventReporting else { return nil }
             return (reporting.events, reporting.events.addObserver { [weak mine] event in mine?.post(event) })
         }
         for (index, driver) in drivers.enumerated() {
-            guard let hotPlug = driver as? any HotPlugDriver else { continue }
+            guard let hotPlug = driver.asHotPlug else { continue }
             // The handler must not hold the driver: the driver keeps its handlers (the simulator's
             // scenario does), and driver → handler → driver was a cycle that leaked both
             // (LeakSanitizer, ci/sanitize).
@@ -35,7 +35,7 @@ public final class DeviceRegistry: Sendable {
             }
         }
         for driver in drivers {
-            guard let reporting = driver as? any AvailabilityReportingDriver else { continue }
+            guard let reporting = driver.asAvailabilityReporting else { continue }
             // A device taken by another client (or given back) interrupts (resumes) the sessions
             // using this registry's object for it.
             reporting.addAvailabilityHandler { [weak self] uniqueID, reason in

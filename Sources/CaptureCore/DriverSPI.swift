@@ -17,6 +17,13 @@ public protocol CaptureDriver: Sendable {
     /// Whether a unique ID is this driver's to answer. Default: it starts with `scheme`; drivers
     /// whose devices also carry other names (ALSA PCMs from a private configuration) say so here.
     func owns(uniqueID: String) -> Bool
+    /// This driver as an `EventReportingDriver`, `HotPlugDriver`, `AvailabilityReportingDriver`, or
+    /// nil. Defaults: `self` for drivers adopting the protocol, nil otherwise — never implement
+    /// them. A `DeviceRegistry` asks these instead of casting: the first `as? any P` of a type
+    /// searches every conformance record in the process (about 0.3 M instructions each).
+    var asEventReporting: (any EventReportingDriver)? { get }
+    var asHotPlug: (any HotPlugDriver)? { get }
+    var asAvailabilityReporting: (any AvailabilityReportingDriver)? { get }
 }
 
 extension CaptureDriver {
@@ -25,6 +32,23 @@ extension CaptureDriver {
     }
 
     public func owns(uniqueID: String) -> Bool { uniqueID.hasPrefix(scheme) }
+
+    public var asEventReporting: (any EventReportingDriver)? { nil }
+    public var asHotPlug: (any HotPlugDriver)? { nil }
+    public var asAvailabilityReporting: (any AvailabilityReportingDriver)? { nil }
+}
+
+// The more specific defaults, chosen for the drivers that adopt these protocols.
+extension EventReportingDriver {
+    public var asEventReporting: (any EventReportingDriver)? { self }
+}
+
+extension HotPlugDriver {
+    public var asHotPlug: (any HotPlugDriver)? { self }
+}
+
+extension AvailabilityReportingDriver {
+    public var asAvailabilityReporting: (any AvailabilityReportingDriver)? { self }
 }
 
 /// A device as its driver describes it: static facts plus its formats.
