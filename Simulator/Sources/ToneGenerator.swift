@@ -89,7 +89,25 @@ public struct ToneGenerator: Sendable {
                 let run = Int(min(Int64(count - n), end - i))
                 let advance = (inBurst ? burst : tone) % rate
                 var step = cycles(i)
-                if channels == 1 {
+                // The steps repeat every rate / gcd(advance, rate) samples (48 for 1 kHz at 48 kHz).
+                var a = advance, b = rate
+                while b != 0 { (a, b) = (b, a % b) }
+                let period = Int(rate / a)
+                if channels == 1 && period * 4 <= run {
+                    // Mono, a run of several periods: the first period from the table, then copies of
+                    // what is written, doubling (whole periods, so the copies continue the phase).
+                    for k in n..<(n + period) {
+                        out[k] = wave[Int(step)]
+                        step += advance
+                        if step >= rate { step -= rate }
+                    }
+                    var filled = period
+                    while filled < run {
+                        let chunk = min(filled, run - filled)
+                        (out + n + filled).update(from: out + n, count: chunk)
+                        filled += chunk
+                    }
+                } else if channels == 1 {
                     // Mono (the simulated microphones' usual format): one store a sample, no channel loop.
                     for k in n..<(n + run) {
                         out[k] = wave[Int(step)]
