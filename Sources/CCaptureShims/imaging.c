@@ -310,11 +310,52 @@ static inline void ck_gray_world_linear(int y, int cb, int cr, const double *yp,
 // The memo of distinct (Y, Cb, Cr) keys: open addressing, a few probes, then computed unmemoised.
 enum { ck_memo_bits = 10, ck_memo_size = 1 << ck_memo_bits, ck_memo_probes = 8 };
 
+// A row's sample keys (Y | Cb << 8 | Cr << 16) in `keys`, the first `gathered` eight at a time
+// with AVX2 gathers (four bytes at each offset, the low one kept: the caller makes sure those four
+// bytes lie in the row), the others one by one.
+enum { ck_key_columns = 512 };
+#if defined(__x86_64__) && defined(__clang__)
+#include <immintrin.h>
+__attribute__((target("avx2")))
+static int ck_gray_keys_avx2(const uint8_t *lr, const uint8_t *cbr, const uint8_t *crr, const int32_t *lo, const int32_t *bo,
+                             const int32_t *ro, int gathered, uint32_t *keys) {
+    const __m256i low = _mm256_set1_epi32(0xFF);
+    int i = 0;
+    for (; i + 8 <= gathered; i += 8) {
+        __m256i y = _mm256_and_si256(_mm256_i32gather_epi32((const int *)lr, _mm256_loadu_si256((const __m256i *)(lo + i)), 1), low);
+        __m256i b = _mm256_and_si256(_mm256_i32gather_epi32((const int *)cbr, _mm256_loadu_si256((const __m256i *)(bo + i)), 1), low);
+        __m256i r = _mm256_and_si256(_mm256_i32gather_epi32((const int *)crr, _mm256_loadu_si256((const __m256i *)(ro + i)), 1), low);
+        __m256i k = _mm256_or_si256(y, _mm256_or_si256(_mm256_slli_epi32(b, 8), _mm256_slli_epi32(r, 16)));
+        _mm256_storeu_si256((__m256i *)(keys + i), k);
+    }
+    return i;
+}
+static int ck_has_avx2(void) { return __builtin_cpu_supports("avx2"); }
+#else
+static int ck_gray_keys_avx2(const uint8_t *lr, const uint8_t *cbr, const uint8_t *crr, const int32_t *lo, const int32_t *bo,
+                             const int32_t *ro, int gathered, uint32_t *keys) { return 0; }
+static int ck_has_avx2(void) { return 0; }
+#endif
+
 int ck_gray_world(const uint8_t *luma, ptrdiff_t lumaStride, const uint8_t *cb, ptrdiff_t cbStride, int cbSubY,
                   const uint8_t *cr, ptrdiff_t crStride, int crSubY, const ptrdiff_t *lumaColumns,
                   const ptrdiff_t *cbColumns, const ptrdiff_t *crColumns, int columns, int y0, int y1, int yStep,
-                  const double *yp, const double *cp, const double *table, double *values, int32_t *indices,
+                  const double *yp, const double *cp, const double *table, int gathers, double *values, int32_t *indices,
                   uint8_t *keep, int capacity, int *neutral, double *sums) {
+    // The columns whose four bytes from each offset lie in the row (offsets grow along the row), as
+    // 32-bit offsets for the gathers; none when the CPU has no AVX2 or the row is too wide.
+    int32_t lo[ck_key_columns], bo[ck_key_columns], ro[ck_key_columns];
+    uint32_t rowKeys[ck_key_columns];
+    int gathered = 0;
+    if (gathers && columns <= ck_key_columns && ck_has_avx2()) {
+        while (gathered < columns && lumaColumns[gathered] + 4 <= lumaStride && cbColumns[gathered] + 4 <= cbStride
+               && crColumns[gathered] + 4 <= crStride) {
+            lo[gathered] = (int32_t)lumaColumns[gathered];
+            bo[gathered] = (int32_t)cbColumns[gathered];
+            ro[gathered] = (int32_t)crColumns[gathered];
+            gathered++;
+        }
+    }
     // A frame is mostly flat surfaces under luma-only noise: a few hundred distinct samples, each
     // computed and tested once (memoised by their code values; past the memo, each sample is an
     // entry of its own). Every sample's values are still added one by one, in row order: the same
@@ -330,10 +371,12 @@ int ck_gray_world(const uint8_t *luma, ptrdiff_t lumaStride, const uint8_t *cb, 
     for (int y = y0; y < y1; y += yStep) {
         const uint8_t *lr = luma + y * lumaStride;
         const uint8_t *cbr = cb + (y / cbSubY) * cbStride, *crr = cr + (y / crSubY) * crStride;
+        int keyed = gathered >= 8 ? ck_gray_keys_avx2(lr, cbr, crr, lo, bo, ro, gathered, rowKeys) : 0;
         for (int i = 0; i < columns; i++) {
-            int vy = lr[lumaColumns[i]], vb = cbr[cbColumns[i]], vr = crr[crColumns[i]];
-            uint32_t key = (uint32_t)vy | (uint32_t)vb << 8 | (uint32_t)vr << 16;
+            uint32_t key = i < keyed ? rowKeys[i]
+                : (uint32_t)lr[lumaColumns[i]] | (uint32_t)cbr[cbColumns[i]] << 8 | (uint32_t)crr[crColumns[i]] << 16;
             if (key != last) {
+                const int vy = key & 0xFF, vb = (key >> 8) & 0xFF, vr = key >> 16;
                 last = key;
                 uint32_t h = (key * 2654435761u) >> (32 - ck_memo_bits);
                 int probe = 0;
