@@ -204,11 +204,21 @@ void ck_add_noise_rows_around(const uint8_t *src, ptrdiff_t srcStride, uint8_t *
     if (width <= 0 || y0 >= y1) return;
     x0 = x0 < 0 ? 0 : (x0 > width ? width : x0);
     x1 = x1 < x0 ? x0 : (x1 > width ? width : x1);
+    uint8_t keep[1024];
     for (int y = y0; y < y1; y++) {
         int origin = (int)(((unsigned)start + (unsigned)y * (unsigned)rowJump) & (unsigned)tileMask);
         const uint8_t *s = src + y * srcStride;
         uint8_t *d = dst + y * stride;
         // Sample x takes the tile at (origin + x) & tileMask, so a column run starts its window there.
+        if (step == 1 && x1 - x0 <= (int)sizeof(keep)) {
+            // Set the drawn columns aside, noise the whole row from the source (one run, no seams),
+            // then write the drawn columns back noised: the same bytes, without a run's loose ends
+            // at each side of the box.
+            memcpy(keep, d + x0, (size_t)(x1 - x0));
+            ck_noise_row(s, d, 1, width, up, down, tileMask, origin);
+            ck_noise_row(keep, d + x0, 1, x1 - x0, up, down, tileMask, (origin + x0) & tileMask);
+            continue;
+        }
         if (x0 > 0) ck_noise_row(s, d, step, x0, up, down, tileMask, origin);
         if (x1 > x0) ck_noise_row(d + (ptrdiff_t)x0 * step, d + (ptrdiff_t)x0 * step, step, x1 - x0, up, down, tileMask,
                                   (origin + x0) & tileMask);
