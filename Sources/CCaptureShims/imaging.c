@@ -318,6 +318,15 @@ static inline void ck_gray_world_linear(int y, int cb, int cr, const double *yp,
 
 // The memo of distinct (Y, Cb, Cr) keys: open addressing, a few probes, then computed unmemoised.
 enum { ck_memo_bits = 10, ck_memo_size = 1 << ck_memo_bits, ck_memo_probes = 8 };
+// Per thread, so calls on several threads never share it; 0xFFFFFFFF marks an empty slot (no key
+// has its top byte set).
+static _Thread_local uint32_t ck_memo_keys[ck_memo_size] = { [0 ... ck_memo_size - 1] = 0xFFFFFFFFu };
+static _Thread_local int32_t ck_memo_slots[ck_memo_size];
+static _Thread_local uint16_t ck_memo_used[ck_memo_size];
+
+static void ck_memo_empty(int used) {
+    for (int u = 0; u < used; u++) ck_memo_keys[ck_memo_used[u]] = 0xFFFFFFFFu;
+}
 
 // A row's sample keys (Y | Cb << 8 | Cr << 16) in `keys`, the first `gathered` eight at a time
 // with AVX2 gathers (four bytes at each offset, the low one kept: the caller makes sure those four
@@ -369,9 +378,11 @@ int ck_gray_world(const uint8_t *luma, ptrdiff_t lumaStride, const uint8_t *cb, 
     // computed and tested once (memoised by their code values; past the memo, each sample is an
     // entry of its own). Every sample's values are still added one by one, in row order: the same
     // sums as the per-sample loops.
-    uint32_t keys[ck_memo_size];
-    int32_t slots[ck_memo_size];
-    memset(keys, 0xFF, sizeof keys);  // no key has its top byte set
+    // The memo is the thread's own and empty between calls: only the slots this call fills are
+    // emptied again at the end (a few hundred stores, not the whole table).
+    uint32_t *const keys = ck_memo_keys;
+    int32_t *const slots = ck_memo_slots;
+    int used = 0;
     uint32_t last = 0xFFFFFFFFu;
     int32_t entry = 0;
     double sr = 0, sg = 0, sb = 0;
@@ -393,12 +404,16 @@ int ck_gray_world(const uint8_t *luma, ptrdiff_t lumaStride, const uint8_t *cb, 
                     if (keys[h] == key) { entry = slots[h]; break; }
                     if (keys[h] == 0xFFFFFFFFu) {
                         keys[h] = key;
+                        ck_memo_used[used++] = (uint16_t)h;
                         slots[h] = -1;
                         break;
                     }
                 }
                 if (probe == ck_memo_probes || slots[h] < 0) {
-                    if (distinct == capacity) return -1;  // cannot happen: entries ≤ samples ≤ capacity
+                    if (distinct == capacity) {  // cannot happen: entries ≤ samples ≤ capacity
+                        ck_memo_empty(used);
+                        return -1;
+                    }
                     entry = distinct++;
                     ck_gray_world_linear(vy, vb, vr, yp, cp, table, values + 3 * entry, values + 3 * entry + 1,
                                          values + 3 * entry + 2);
@@ -410,6 +425,7 @@ int ck_gray_world(const uint8_t *luma, ptrdiff_t lumaStride, const uint8_t *cb, 
             r += sr; g += sg; b += sb;
         }
     }
+    ck_memo_empty(used);
     sums[0] = r; sums[1] = g; sums[2] = b;
     double nr = 0, ng = 0, nb = 0;
     int kept = 0;
