@@ -51,6 +51,31 @@ import Testing
         }
         #expect(buffer.floatSamples() == [0.5, -1])
     }
+
+    /// The level meter reads every fourth sample (sixteen at a time as vectors, the rest one by one):
+    /// the largest |sample| among those, NaN passed over, whatever the length.
+    @Test func peakMagnitudeIsTheLargestOfEveryFourthSample() throws {
+        var state: UInt32 = 5
+        for (channels, frames) in [(1, 1024), (2, 1023), (1, 37), (1, 3), (3, 50), (1, 0)] {
+            let buffer = AudioPCMBuffer(format: AudioStreamFormat(sampleRate: 48000, channelCount: channels, sampleFormat: .float32),
+                                        frameCapacity: max(frames, 1))
+            try buffer.setFrameLength(frames)
+            var samples: [Float] = []
+            try buffer.withMutableBytes { raw in
+                let p = raw.bindMemory(to: Float.self)
+                for i in 0..<(frames * channels) {
+                    state = state &* 1_664_525 &+ 1_013_904_223
+                    p[i] = Float(Int32(bitPattern: state)) / Float(Int32.max) * 0.8
+                    if i % 97 == 8 { p[i] = .nan }
+                    if i % 200 == 4 { p[i] = -0.95 }  // a loud negative sample the meter reads
+                    samples.append(p[i])
+                }
+            }
+            let expected = stride(from: 0, to: samples.count, by: 4).reduce(Float(0)) { max($0, abs(samples[$1])) }
+            #expect(buffer.peakMagnitude == expected, "\(channels) × \(frames): \(buffer.peakMagnitude) vs \(expected)")
+            if frames * channels > 4 { #expect(buffer.peakMagnitude == 0.95 || frames * channels <= 4) }
+        }
+    }
 }
 
 /// Mutable, then published: once a SampleBuffer holds a buffer its bytes are read-only, and every
