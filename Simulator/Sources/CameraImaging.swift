@@ -1,6 +1,5 @@
 import CCaptureShims
 import CaptureCore
-import Synchronization
 
 /// The per-pixel parts of the simulated camera: separable box blur (defocus) and tiled seeded
 /// noise, whose loops are small C functions in CCaptureShims that clang vectorises, and the
@@ -366,9 +365,8 @@ enum CameraImaging {
         }
     }
 
-    /// Whether the gray world reads its samples with AVX2 gathers where the CPU has them; off only to
-    /// check that the statistics are the same either way.
-    package static let grayWorldGathers = Atomic<Bool>(true)
+    /// See `SyntheticFrameRenderer.allowAVX2`.
+    static func allowAVX2(_ allowed: Bool) { ck_allow_avx2(allowed ? 1 : 0) }
 
     static let videoRangeTerms = CodeTerms(fullRange: false)
     static let fullRangeTerms = CodeTerms(fullRange: true)
@@ -439,8 +437,7 @@ enum CameraImaging {
                             $0.withMemoryRebound(to: Double.self, capacity: 6) { out in
                                 Int(ck_gray_world(lumaBase, lumaStride, cbBase, cbStride, Int32(cb.subY), crBase, crStride, Int32(cr.subY),
                                                   lumaColumns, cbColumns, crColumns, Int32(columnCount), Int32(band), Int32(buffer.height),
-                                                  Int32(grid), yp.baseAddress!, cp.baseAddress!, table.baseAddress!,
-                                                  grayWorldGathers.load(ordering: .relaxed) ? 1 : 0, values, indices, keep,
+                                                  Int32(grid), yp.baseAddress!, cp.baseAddress!, table.baseAddress!, values, indices, keep,
                                                   Int32(capacity), &neutral, out))
                             }
                         }

@@ -137,12 +137,9 @@ public final class SyntheticFrameRenderer: Sendable {
         CameraImaging.measure(buffer, request, fullRange: fullRange)
     }
 
-    /// Whether the statistics read the gray world's samples with AVX2 gathers (where the CPU has
-    /// them); off only to check that the statistics are the same either way.
-    package static var grayWorldGathers: Bool {
-        get { CameraImaging.grayWorldGathers.load(ordering: .relaxed) }
-        set { CameraImaging.grayWorldGathers.store(newValue, ordering: .relaxed) }
-    }
+    /// Whether the statistics use AVX2 (gathers, sums of absolute differences) where the CPU has it;
+    /// off only to check that the statistics are the same either way.
+    package static func allowAVX2(_ allowed: Bool) { CameraImaging.allowAVX2(allowed) }
 
     /// True once the cached background has been blurred ahead (a blurred frame reused it).
     package var backgroundRowPassIsCached: Bool { cache.withLock { $0?.blurred != nil } }

@@ -231,6 +231,55 @@ void ck_add_noise(uint8_t *base, ptrdiff_t stride, int step, int width, int heig
     ck_add_noise_rows(base, stride, base, stride, step, width, 0, height, up, down, tileMask, start, rowJump);
 }
 
+// AVX2 where the CPU has it (checked at run time): gathers and sums of absolute differences.
+#if defined(__x86_64__) && defined(__clang__)
+#include <immintrin.h>
+#include <stdatomic.h>
+static _Atomic int ck_avx2_allowed = 1;
+void ck_allow_avx2(int allowed) { atomic_store_explicit(&ck_avx2_allowed, allowed, memory_order_relaxed); }
+static int ck_has_avx2(void) {
+    return atomic_load_explicit(&ck_avx2_allowed, memory_order_relaxed) && __builtin_cpu_supports("avx2");
+}
+
+// Σ p[i · jump] for i < n (n a multiple of 8), eight at a time: gathers of four bytes, the low one
+// kept (the caller makes sure the last four bytes lie in the row).
+__attribute__((target("avx2")))
+static uint32_t ck_strided_sum_avx2(const uint8_t *p, int jump, int n) {
+    __m256i at = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(jump));
+    const __m256i advance = _mm256_set1_epi32(8 * jump), low = _mm256_set1_epi32(0xFF);
+    __m256i acc = _mm256_setzero_si256();
+    for (int i = 0; i < n; i += 8) {
+        acc = _mm256_add_epi32(acc, _mm256_and_si256(_mm256_i32gather_epi32((const int *)p, at, 1), low));
+        at = _mm256_add_epi32(at, advance);
+    }
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return (uint32_t)_mm_cvtsi128_si32(s);
+}
+
+// Σ |p[2k + 2] − p[2k]| for k < n (n a multiple of 16), sixteen terms a step: the even bytes of two
+// loads two bytes apart, as sums of absolute differences (vpsadbw). Reads p[0 … 2n + 1].
+__attribute__((target("avx2")))
+static uint32_t ck_even_contrast_avx2(const uint8_t *p, int n) {
+    const __m256i even = _mm256_set1_epi16(0x00FF);
+    __m256i acc = _mm256_setzero_si256();
+    for (int k = 0; k < n; k += 16) {
+        __m256i a = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(p + 2 * k)), even);
+        __m256i b = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(p + 2 * k + 2)), even);
+        acc = _mm256_add_epi64(acc, _mm256_sad_epu8(a, b));
+    }
+    __m128i s = _mm_add_epi64(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    s = _mm_add_epi64(s, _mm_unpackhi_epi64(s, s));
+    return (uint32_t)_mm_cvtsi128_si64(s);
+}
+#else
+void ck_allow_avx2(int allowed) { (void)allowed; }
+static int ck_has_avx2(void) { return 0; }
+static uint32_t ck_strided_sum_avx2(const uint8_t *p, int jump, int n) { return 0; }
+static uint32_t ck_even_contrast_avx2(const uint8_t *p, int n) { return 0; }
+#endif
+
 // The meters. Sums are integers, so any evaluation order gives the same result as the per-sample
 // Swift loops they replace.
 CK_VECTOR
@@ -241,11 +290,17 @@ int64_t ck_grid_sum(const uint8_t *base, ptrdiff_t stride, int step, int x0, int
     int64_t sum = 0;
     const int columns = (x1 - x0 + xStep - 1) / xStep;
     const ptrdiff_t jump = (ptrdiff_t)xStep * step;
+    // The columns whose four bytes from their sample lie in the row (`stride` bytes), eight at a time.
+    int gathered = 0;
+    if (ck_has_avx2() && jump * 8 < (1 << 30) && stride >= (ptrdiff_t)x0 * step + 4) {
+        ptrdiff_t fit = (stride - (ptrdiff_t)x0 * step - 4) / jump + 1;
+        gathered = (int)(fit < columns ? fit : columns) & ~7;
+    }
     int rows = 0;
     for (int y = y0; y < y1; y += yStep, rows++) {
         const uint8_t *p = base + y * stride + (ptrdiff_t)x0 * step;
-        uint32_t s = 0;
-        for (int i = 0; i < columns; i++) s += p[i * jump];
+        uint32_t s = gathered > 0 ? ck_strided_sum_avx2(p, (int)jump, gathered) : 0;
+        for (int i = gathered; i < columns; i++) s += p[i * jump];
         sum += s;
     }
     *count = (int64_t)rows * columns;
@@ -270,6 +325,13 @@ int64_t ck_contrast_sum(const uint8_t *base, ptrdiff_t stride, int step, int row
             // high byte may be x1 itself: the rows have it as long as x1 < the row's byte count,
             // otherwise that word is read bytewise.
             int k = 0;
+            if (ck_has_avx2()) {
+                // Sixteen terms a step while their bytes (up to 2k + 1 past x0) lie in the row.
+                int vectored = n & ~15;
+                while (vectored > 0 && x0 + 2 * vectored + 2 > rowBytes) vectored -= 16;
+                s = ck_even_contrast_avx2(p, vectored);
+                k = vectored;
+            }
             const int whole = (x1 < rowBytes) ? n : n - 1;
             for (; k < whole; k++) {
                 uint16_t a, b;
@@ -333,7 +395,6 @@ static void ck_memo_empty(int used) {
 // bytes lie in the row), the others one by one.
 enum { ck_key_columns = 512 };
 #if defined(__x86_64__) && defined(__clang__)
-#include <immintrin.h>
 __attribute__((target("avx2")))
 static int ck_gray_keys_avx2(const uint8_t *lr, const uint8_t *cbr, const uint8_t *crr, const int32_t *lo, const int32_t *bo,
                              const int32_t *ro, int gathered, uint32_t *keys) {
@@ -348,24 +409,22 @@ static int ck_gray_keys_avx2(const uint8_t *lr, const uint8_t *cbr, const uint8_
     }
     return i;
 }
-static int ck_has_avx2(void) { return __builtin_cpu_supports("avx2"); }
 #else
 static int ck_gray_keys_avx2(const uint8_t *lr, const uint8_t *cbr, const uint8_t *crr, const int32_t *lo, const int32_t *bo,
                              const int32_t *ro, int gathered, uint32_t *keys) { return 0; }
-static int ck_has_avx2(void) { return 0; }
 #endif
 
 int ck_gray_world(const uint8_t *luma, ptrdiff_t lumaStride, const uint8_t *cb, ptrdiff_t cbStride, int cbSubY,
                   const uint8_t *cr, ptrdiff_t crStride, int crSubY, const ptrdiff_t *lumaColumns,
                   const ptrdiff_t *cbColumns, const ptrdiff_t *crColumns, int columns, int y0, int y1, int yStep,
-                  const double *yp, const double *cp, const double *table, int gathers, double *values, int32_t *indices,
+                  const double *yp, const double *cp, const double *table, double *values, int32_t *indices,
                   uint8_t *keep, int capacity, int *neutral, double *sums) {
     // The columns whose four bytes from each offset lie in the row (offsets grow along the row), as
     // 32-bit offsets for the gathers; none when the CPU has no AVX2 or the row is too wide.
     int32_t lo[ck_key_columns], bo[ck_key_columns], ro[ck_key_columns];
     uint32_t rowKeys[ck_key_columns];
     int gathered = 0;
-    if (gathers && columns <= ck_key_columns && ck_has_avx2()) {
+    if (columns <= ck_key_columns && ck_has_avx2()) {
         while (gathered < columns && lumaColumns[gathered] + 4 <= lumaStride && cbColumns[gathered] + 4 <= cbStride
                && crColumns[gathered] + 4 <= crStride) {
             lo[gathered] = (int32_t)lumaColumns[gathered];

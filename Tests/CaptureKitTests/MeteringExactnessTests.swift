@@ -74,12 +74,12 @@ import Testing
         try await Self.compareWithTheReference(format)
     }
 
-    /// The gray world reads its samples with AVX2 gathers where the CPU has them (the rows' ends one
-    /// by one); without them, the very same doubles.
+    /// The meters and the gray world use AVX2 where the CPU has it (gathers, sums of absolute
+    /// differences; the rows' ends one by one); without it, the very same doubles.
     @Test(arguments: [PixelFormat.nv12, .yuv420, .yuyv])
-    func theStatisticsAreTheSameWithoutGathers(_ format: PixelFormat) async throws {
-        SyntheticFrameRenderer.grayWorldGathers = false
-        defer { SyntheticFrameRenderer.grayWorldGathers = true }
+    func theStatisticsAreTheSameWithoutAVX2(_ format: PixelFormat) async throws {
+        SyntheticFrameRenderer.allowAVX2(false)
+        defer { SyntheticFrameRenderer.allowAVX2(true) }
         try await Self.compareWithTheReference(format)
     }
 

@@ -85,6 +85,9 @@ void ck_add_noise_rows_around(const uint8_t *src, ptrdiff_t srcStride, uint8_t *
 // y = y0, y0+yStep, … < y1 (the exposure meter); ck_contrast_sum adds |s(x+2) − s(x)| for
 // x = x0, x0+2, … with x+2 < x1 on the same rows (the focus meter's contrast). Both store how many
 // terms they added in *count. rowBytes: the bytes of a row that may be read from its start.
+// The meters and the gray world use AVX2 (gathers, sums of absolute differences) where the CPU has
+// it; ck_allow_avx2(0) keeps them to their plain loops (only to check the results are the same).
+void ck_allow_avx2(int allowed);
 int64_t ck_grid_sum(const uint8_t *base, ptrdiff_t stride, int step, int x0, int x1, int xStep,
                     int y0, int y1, int yStep, int64_t *count);
 // The gray world (CameraImaging.measure): for rows y0, y0+yStep, … < y1 and the given column byte
@@ -94,12 +97,11 @@ int64_t ck_grid_sum(const uint8_t *base, ptrdiff_t stride, int step, int x0, int
 // strictly between 1/1.5 and 1.5 for R and B (g > 0.002) are summed, in row order, into sums[3…5]
 // and counted in *neutral. A sample's values depend on its three code values alone, so they are
 // computed (and tested) once per distinct (Y, Cb, Cr). Scratch for `capacity` ≥ the sample count:
-// values, 3 · capacity doubles; indices, capacity int32; keep, capacity bytes. `gathers`: read the
-// samples' code values with AVX2 gathers where the CPU has them (0 only to check they change nothing).
+// values, 3 · capacity doubles; indices, capacity int32; keep, capacity bytes.
 int ck_gray_world(const uint8_t *luma, ptrdiff_t lumaStride, const uint8_t *cb, ptrdiff_t cbStride, int cbSubY,
                   const uint8_t *cr, ptrdiff_t crStride, int crSubY, const ptrdiff_t *lumaColumns,
                   const ptrdiff_t *cbColumns, const ptrdiff_t *crColumns, int columns, int y0, int y1, int yStep,
-                  const double *yp, const double *cp, const double *table, int gathers, double *values, int32_t *indices,
+                  const double *yp, const double *cp, const double *table, double *values, int32_t *indices,
                   uint8_t *keep, int capacity, int *neutral, double *sums);
 int64_t ck_contrast_sum(const uint8_t *base, ptrdiff_t stride, int step, int rowBytes, int x0, int x1,
                         int y0, int y1, int yStep, int64_t *count);
