@@ -255,12 +255,11 @@ enum CameraImaging {
 
     static let tileBits = 16
     static let tileMask = (1 << tileBits) - 1
-    /// The noise tile's seed (`ck_noise_tile`).
-    package static let noiseTileSeed: UInt64 = 0x4E4F_4953_4554_494C
-    /// Approximately Gaussian (sum of four uniforms) with a standard deviation of 32. Made in C: a
-    /// process's first noisy frame waits for its 65 536 entries.
-    package static let noiseTile: [Int8] = [Int8](unsafeUninitializedCapacity: 1 << tileBits) { tile, made in
-        ck_noise_tile(tile.baseAddress, Int32(tile.count), noiseTileSeed)
+    /// Approximately Gaussian (sum of four uniforms) with a standard deviation of 32. Made in C
+    /// (`ck_noise_tile`, SeededRandom's SplitMix64 seeded 0x4E4F…494C): a process's first noisy
+    /// frame waits for its 65 536 entries.
+    static let noiseTile: [Int8] = [Int8](unsafeUninitializedCapacity: 1 << tileBits) { tile, made in
+        ck_noise_tile(tile.baseAddress, Int32(tile.count), 0x4E4F_4953_4554_494C)
         made = tile.count
     }
 

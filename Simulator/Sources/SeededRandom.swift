@@ -1,5 +1,6 @@
 /// SplitMix64: a tiny, fast generator whose sequence depends only on its seed — the simulator's
-/// only source of randomness, so content is identical on every run and machine.
+/// only source of randomness, so content is identical on every run and machine. (`ck_noise_tile`
+/// in imaging.c is the same generator in C, for the noise tile; `NoiseKernelTests` holds them equal.)
 struct SeededRandom {
     private var state: UInt64
 

@@ -452,10 +452,11 @@ public final class SyntheticFrameRenderer: Sendable {
             background.uses += 1
             let template = background.buffer
             let partial = redrawsOnlyChanges && previousBox != nil && previous?.background === background
-            if !partial { CameraImaging.copyRows(of: template, into: buffer) { plane in plane == 0 ? 0..<0 : 0..<buffer.planeRows[plane] } }
             if partial, let previousBox {
                 let (band, sync) = markerRects
                 for rect in [previousBox, band, sync] { CameraImaging.copyRect(rect, of: template, into: buffer, luma: false) }
+            } else {
+                CameraImaging.copyRows(of: template, into: buffer) { plane in plane == 0 ? 0..<0 : 0..<buffer.planeRows[plane] }
             }
             return (background, partial)
         }

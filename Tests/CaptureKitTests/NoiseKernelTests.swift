@@ -50,17 +50,8 @@ struct NoiseKernelTests {
     /// The noise tile is made in C (`ck_noise_tile`): the same bytes as the Swift loop that made it
     /// before — SplitMix64, four uniforms per entry, scaled, rounded half away from zero, clamped.
     @Test func theNoiseTileMadeInCIsTheSwiftLoopsTile() {
-        struct SplitMix { var state: UInt64
-            mutating func next() -> UInt64 {
-                state &+= 0x9E37_79B9_7F4A_7C15
-                var z = state
-                z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-                z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-                return z ^ (z >> 31)
-            }
-        }
         for seed: UInt64 in [0x4E4F_4953_4554_494C, 1, 0xFFFF_FFFF_FFFF_FFFF] {
-            var random = SplitMix(state: seed)
+            var random = SplitMix(seed: seed)  // the suite's SplitMix64 (CrashSafetyTests)
             let swift: [Int8] = (0..<(1 << 16)).map { _ in
                 var sum = 0.0
                 for _ in 0..<4 { sum += Double(random.next() >> 11) / Double(1 << 53) * 2 - 1 }
