@@ -48,6 +48,26 @@ public final class PixelBuffer: @unchecked Sendable {
 
     deinit { pool?.recycle(storage) }
 
+    /// A buffer over memory a device lent (a V4L2 driver's mapped buffer), without a copy: only
+    /// when the device laid the frame out as `layout` does (`bytesPerRow` and `planeOffsets`, the
+    /// driver's pitch and plane starts, equal to it) within `length` bytes; nil otherwise, and for
+    /// compressed formats. `giveBack` runs once, when the last reference goes, and hands the memory
+    /// back to the device.
+    package static func borrowing(_ pointer: UnsafeMutableRawPointer, length: Int, format: PixelFormat, width: Int, height: Int,
+                                  bytesPerRow: [Int], planeOffsets: [Int],
+                                  giveBack: @escaping @Sendable () -> Void) -> PixelBuffer? {
+        let layout = PixelBuffer.layout(format: format, width: width, height: height)
+        guard !layout.bytesPerRow.isEmpty, layout.bytesPerRow == bytesPerRow, layout.offsets == planeOffsets,
+              length >= layout.totalBytes else { return nil }
+        return PixelBuffer(format: format, width: width, height: height,
+                           storage: PixelStorage(borrowing: pointer, capacity: layout.totalBytes, giveBack: giveBack), pool: nil)
+    }
+
+    /// True for a buffer over a device's own memory (`borrowing`): the device has one buffer fewer
+    /// while it is held, so a holder that keeps frames for long copies them first (as
+    /// `MovieFileOutput` does past two queued frames).
+    package var isBorrowedFromDevice: Bool { storage.giveBack != nil }
+
     public var planeCount: Int { bytesPerRow.count }
 
     /// Bytes of the whole backing store (all planes with their padding).
@@ -154,9 +174,11 @@ public final class PixelBuffer: @unchecked Sendable {
 }
 
 /// Raw aligned memory; freed exactly once when the pool (or a standalone buffer) lets it go.
+/// Borrowed memory (a device's) is not freed but given back, once.
 final class PixelStorage: @unchecked Sendable {
     let pointer: UnsafeMutableRawPointer
     let capacity: Int
+    let giveBack: (@Sendable () -> Void)?
     /// `PixelBuffer.producerContent`: travels with the memory through the pool. Touched only by
     /// the buffer's holder, under the same rules as the pixels.
     var producerContent: AnyObject?
@@ -164,9 +186,18 @@ final class PixelStorage: @unchecked Sendable {
     init(capacity: Int) {
         self.capacity = capacity
         pointer = UnsafeMutableRawPointer.allocate(byteCount: max(capacity, 1), alignment: 64)
+        giveBack = nil
     }
 
-    deinit { pointer.deallocate() }
+    init(borrowing pointer: UnsafeMutableRawPointer, capacity: Int, giveBack: @escaping @Sendable () -> Void) {
+        self.pointer = pointer
+        self.capacity = capacity
+        self.giveBack = giveBack
+    }
+
+    deinit {
+        if let giveBack { giveBack() } else { pointer.deallocate() }
+    }
 }
 
 /// A reusable set of pixel buffers of one format and size. Buffers come back when released, so

@@ -424,7 +424,7 @@ public final class MovieFileOutput: CaptureOutput {
     private let overflowPool = Locked<PixelBufferPool?>(nil)
 
     private func overflowCopy(of sample: SampleBuffer) -> SampleBuffer {
-        guard let pixels = sample.pixelBuffer, pixels.pool != nil else { return sample }
+        guard let pixels = sample.pixelBuffer, pixels.pool != nil || pixels.isBorrowedFromDevice else { return sample }
         let pool = overflowPool.withLock { p -> PixelBufferPool in
             if let existing = p, existing.format == pixels.format, existing.width == pixels.width, existing.height == pixels.height {
                 return existing
