@@ -7,7 +7,10 @@ import Logging
 ///
 /// `start` sets the format (S_FMT, read back), the frame interval (S_PARM, read back), requests
 /// and maps the buffers, queues them and turns the stream on. `nextSample` runs on the session's
-/// per-input thread: poll → DQBUF → one copy into a pooled buffer → QBUF. MJPEG frames stay
+/// per-input thread: poll → DQBUF → the frame → QBUF. A raw frame borrows the driver's buffer (no
+/// copy; QBUF once its last holder lets it go) where the driver lays it out as a `PixelBuffer`
+/// would, keeps mappings past REQBUFS(0) and still has half its buffers queued; otherwise it is
+/// one copy into a pooled buffer and the buffer goes straight back. MJPEG frames stay
 /// compressed (as the simulator's webcam delivers them): a movie output can copy them into MOV/MKV
 /// untouched, and the encoder decodes them when it re-encodes.
 /// PTS are the driver's CLOCK_MONOTONIC timestamps (start of frame), the clock `HostClock` reads.
@@ -23,7 +26,16 @@ final class V4L2Stream: ReconfigurableStream, @unchecked Sendable {
     private let wakePipe: V4L2WakePipe?
 
     // Guarded by `lock`.
-    private var buffers: [V4L2MappedBuffer] = []
+    private var buffers: [V4L2Mapping] = []
+    /// Whether frames may borrow the driver's buffers (`lend`): the queue keeps orphaned mappings.
+    private var lendsBuffers = false
+    /// Buffers of this generation a frame holds (not queued with the driver).
+    private var lent = 0
+    /// Counts buffer allocations, so a buffer given back after a restart is not queued by its old index.
+    private var generation = 0
+    /// Buffers their frames gave back (any thread, under its own lock: a frame may be released
+    /// while this stream's lock is held); queued again at the next dequeue.
+    private let givenBack = Locked<[(generation: Int, index: UInt32)]>([])
     private var bytesPerLine = 0
     private var isStreaming = false
     private var isStopped = false
@@ -121,6 +133,9 @@ final class V4L2Stream: ReconfigurableStream, @unchecked Sendable {
     }
 
     private func allocateAndStream() throws(CaptureError) {
+        lendsBuffers = pixelFormat != .mjpeg && system.supportsOrphanedBuffers(fd, type: .videoCapture)
+        generation += 1
+        lent = 0
         let count: UInt32
         do { count = try system.requestBuffers(fd, type: .videoCapture, count: Self.bufferCount) } catch {
             throw startFailure(error, "VIDIOC_REQBUFS (mmap)")
@@ -131,7 +146,7 @@ final class V4L2Stream: ReconfigurableStream, @unchecked Sendable {
             do { location = try system.queryBuffer(fd, type: .videoCapture, index: index) } catch {
                 throw startFailure(error, "VIDIOC_QUERYBUF")
             }
-            do { buffers.append(try system.map(fd, location)) } catch {
+            do { buffers.append(V4L2Mapping(try system.map(fd, location), system: system)) } catch {
                 throw .deviceStartFailed(device: id, reason: "mmap of buffer \(index) failed: \(error)")
             }
             do { try system.queueBuffer(fd, type: .videoCapture, index: index) } catch {
@@ -211,8 +226,7 @@ final class V4L2Stream: ReconfigurableStream, @unchecked Sendable {
         }
         try? system.streamOff(fd, type: .videoCapture)
         isStreaming = false
-        for b in buffers { system.unmap(b) }
-        buffers.removeAll()
+        buffers.removeAll()   // unmapped as the last frame borrowing each lets go (V4L2Mapping)
         _ = try? system.requestBuffers(fd, type: .videoCapture, count: 0)
         pixelFormat = change.pixelFormat
         size = change.size
@@ -229,6 +243,7 @@ final class V4L2Stream: ReconfigurableStream, @unchecked Sendable {
 
     private func dequeueLocked() throws(CaptureError) -> Outcome {
         guard !isStopped, isStreaming else { return .stopped }
+        queueGivenBackLocked()
         let b: V4L2DequeuedBuffer
         do { b = try system.dequeueBuffer(fd, type: .videoCapture) } catch {
             if error == .wouldBlock { return .again }
@@ -236,10 +251,9 @@ final class V4L2Stream: ReconfigurableStream, @unchecked Sendable {
             if error.meansDeviceGone || !system.nodeExists(id) { throw device.disconnected() }
             throw .deviceStartFailed(device: id, reason: "streaming failed: VIDIOC_DQBUF: \(error)")
         }
+        var requeue = true
         defer {
-            do { try system.queueBuffer(fd, type: .videoCapture, index: b.index) } catch {
-                if error.meansDeviceGone { device.markDisconnected() }
-            }
+            if requeue { queueLocked(b.index) }
         }
         let pts = timestamp(of: b)
         let sequence = counted(b.sequence, at: pts)
@@ -249,8 +263,11 @@ final class V4L2Stream: ReconfigurableStream, @unchecked Sendable {
             device.events.post(.samplesDropped(deviceID: id, reason: .discontinuity, count: count, presentationTime: pts))
         }
         lastSequence = sequence
+        let used = b.bytesUsed == 0 ? b.length : b.bytesUsed
+        let borrowed = Int(b.index) < buffers.count && !b.flags.contains(.error) ? lend(b.index, used: used) : nil
+        if borrowed != nil { requeue = false }
         guard Int(b.index) < buffers.count, !b.flags.contains(.error),
-              let pixels = convert(buffers[Int(b.index)].address, used: b.bytesUsed == 0 ? b.length : b.bytesUsed) else {
+              let pixels = borrowed ?? convert(buffers[Int(b.index)].mapped.address, used: used) else {
             // Outputs see a lost frame (AVFoundation's reasons have no "corrupt"); the event says why.
             noteLoss(1, .discontinuity)
             device.events.post(.samplesDropped(deviceID: id, reason: .corruptData, count: 1, presentationTime: pts))
@@ -300,6 +317,58 @@ final class V4L2Stream: ReconfigurableStream, @unchecked Sendable {
         return b.flags.marksEndOfFrame ? stamp - frameDuration : stamp
     }
 
+    private func queueLocked(_ index: UInt32) {
+        do { try system.queueBuffer(fd, type: .videoCapture, index: index) } catch {
+            if error.meansDeviceGone { device.markDisconnected() }
+        }
+    }
+
+    /// Queues again the buffers frames gave back since the last dequeue (those of this generation:
+    /// an older one's index names another buffer now, and its queue was freed).
+    private func queueGivenBackLocked() {
+        let back = givenBack.withLock { list in
+            defer { list.removeAll() }
+            return list
+        }
+        for entry in back where entry.generation == generation {
+            lent -= 1
+            queueLocked(entry.index)
+        }
+    }
+
+    /// The driver's planes for the current format: each one's line pitch and where it starts.
+    private func driverPlanes() -> [(pitch: Int, offset: Int)] {
+        var offset = 0
+        return pixelFormat.planes(width: size.width, height: size.height).enumerated().map { plane, g in
+            let pitch: Int
+            switch (pixelFormat, plane) {
+            case (.yuv420, 1), (.yuv420, 2): pitch = bytesPerLine / 2
+            default: pitch = bytesPerLine
+            }
+            defer { offset += pitch * g.rows }
+            return (pitch, offset)
+        }
+    }
+
+    /// The frame over the driver's own buffer, or nil (copy it) when borrowing is off, the
+    /// driver's layout is not a `PixelBuffer`'s, or half the buffers are already out: the driver
+    /// always keeps the other half to fill, so a holder that keeps frames costs copies, not frames.
+    private func lend(_ index: UInt32, used: Int) -> PixelBuffer? {
+        guard lendsBuffers, lent < buffers.count / 2 else { return nil }
+        let mapping = buffers[Int(index)], planes = driverPlanes()
+        let generation = self.generation, givenBack = self.givenBack
+        guard let pixels = PixelBuffer.borrowing(mapping.mapped.address, length: min(used, mapping.mapped.length),
+                                                 format: pixelFormat, width: size.width, height: size.height,
+                                                 bytesPerRow: planes.map(\.pitch), planeOffsets: planes.map(\.offset),
+                                                 giveBack: {
+                                                     // The mapping lives until its last frame is gone.
+                                                     withExtendedLifetime(mapping) {}
+                                                     givenBack.withLock { $0.append((generation, index)) }
+                                                 }) else { return nil }
+        lent += 1
+        return pixels
+    }
+
     /// One copy from the driver's buffer (its line pitch) into a pooled buffer (64-byte rows);
     /// MJPEG bytes are copied as they are into a compressed pooled buffer. Nil means the frame is
     /// unusable (short or corrupt, or not starting with a JPEG start-of-image marker).
@@ -312,21 +381,14 @@ final class V4L2Stream: ReconfigurableStream, @unchecked Sendable {
         }
         guard let out = pool?.makeBuffer() else { return nil }
         // Source planes: luma (or packed) at the driver's pitch, chroma after it.
-        var offset = 0
         let geometry = pixelFormat.planes(width: size.width, height: size.height)
-        for (plane, g) in geometry.enumerated() {
-            let pitch: Int
-            switch (pixelFormat, plane) {
-            case (.yuv420, 1), (.yuv420, 2): pitch = bytesPerLine / 2
-            default: pitch = bytesPerLine
-            }
-            guard offset + pitch * (g.rows - 1) + g.bytesPerRow <= used else { return nil }
+        for (plane, (g, driver)) in zip(geometry, driverPlanes()).enumerated() {
+            guard driver.offset + driver.pitch * (g.rows - 1) + g.bytesPerRow <= used else { return nil }
             let destination = out.producerBaseAddress(ofPlane: plane)
             let stride = out.bytesPerRow[plane]
             for row in 0..<g.rows {
-                (destination + row * stride).copyMemory(from: source + offset + row * pitch, byteCount: g.bytesPerRow)
+                (destination + row * stride).copyMemory(from: source + driver.offset + row * driver.pitch, byteCount: g.bytesPerRow)
             }
-            offset += pitch * g.rows
         }
         return out
     }
@@ -352,9 +414,22 @@ final class V4L2Stream: ReconfigurableStream, @unchecked Sendable {
             try? system.streamOff(fd, type: .videoCapture)
             isStreaming = false
         }
-        for b in buffers { system.unmap(b) }
-        buffers.removeAll()
+        buffers.removeAll()   // unmapped as the last frame borrowing each lets go (V4L2Mapping)
         if hadResources { _ = try? system.requestBuffers(fd, type: .videoCapture, count: 0) }
         device.endStreaming()
     }
+}
+
+/// One driver buffer's mapping, unmapped when the last holder lets it go: the stream, and any frame
+/// still borrowing it after a restart or stop (the queue keeps orphaned buffers' memory).
+final class V4L2Mapping: @unchecked Sendable {   // immutable after init; munmap once, in deinit
+    let mapped: V4L2MappedBuffer
+    private let system: any V4L2System
+
+    init(_ mapped: V4L2MappedBuffer, system: any V4L2System) {
+        self.mapped = mapped
+        self.system = system
+    }
+
+    deinit { system.unmap(mapped) }
 }

@@ -143,6 +143,15 @@ struct LinuxV4L2System: V4L2System {
 
     func unmap(_ buffer: V4L2MappedBuffer) { _ = munmap(buffer.address, buffer.length) }
 
+    func supportsOrphanedBuffers(_ fd: V4L2FileDescriptor, type: V4L2BufferType) -> Bool {
+        var req = v4l2_requestbuffers()
+        req.count = 0
+        req.type = type.rawValue
+        req.memory = V4L2_MEMORY_MMAP.rawValue
+        guard (try? V4L2Syscalls.ioctl(fd, V4L2Request.requestBuffers, &req)) != nil else { return false }
+        return req.capabilities & 0x10 != 0   // V4L2_BUF_CAP_SUPPORTS_ORPHANED_BUFS (1 << 4)
+    }
+
     func queueBuffer(_ fd: V4L2FileDescriptor, type: V4L2BufferType, index: UInt32) throws(V4L2Errno) {
         var b = V4L2Syscalls.buffer(type, index: index)
         try V4L2Syscalls.ioctl(fd, V4L2Request.queueBuffer, &b)

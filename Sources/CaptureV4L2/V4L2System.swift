@@ -48,6 +48,10 @@ protocol V4L2System: Sendable {
     func map(_ fd: V4L2FileDescriptor, _ location: V4L2BufferLocation) throws(V4L2Errno) -> V4L2MappedBuffer
     /// `munmap`
     func unmap(_ buffer: V4L2MappedBuffer)
+    /// Whether the queue keeps a buffer's memory mapped after `VIDIOC_REQBUFS(0)` frees the queue
+    /// (`V4L2_BUF_CAP_SUPPORTS_ORPHANED_BUFS`, vb2 drivers since Linux 5.0), asked with
+    /// `REQBUFS(0)` before any buffer is requested. Only then may frames borrow the driver's buffers.
+    func supportsOrphanedBuffers(_ fd: V4L2FileDescriptor, type: V4L2BufferType) -> Bool
     /// `VIDIOC_QBUF` (mmap)
     func queueBuffer(_ fd: V4L2FileDescriptor, type: V4L2BufferType, index: UInt32) throws(V4L2Errno)
     /// `VIDIOC_DQBUF` (mmap); EAGAIN when no buffer is done yet (the descriptor is non-blocking).
@@ -82,6 +86,7 @@ protocol V4L2System: Sendable {
 }
 
 extension V4L2System {
+    func supportsOrphanedBuffers(_ fd: V4L2FileDescriptor, type: V4L2BufferType) -> Bool { false }
     // The wake-up pipe defaults to the real one: a fake's `poll` can watch a real pipe.
     func makeWakePipe() -> V4L2WakePipe? { V4L2Syscalls.makeWakePipe() }
     func signalWake(_ pipe: V4L2WakePipe) { V4L2Syscalls.signalWake(pipe) }

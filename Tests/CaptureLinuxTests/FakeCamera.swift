@@ -123,9 +123,15 @@ final class FakeCamera: V4L2System, @unchecked Sendable {
     static let bytesPerLine = 1344   // padded pitch for 640-wide YUYV (1280 visible bytes)
     static let bufferLength = 1344 * 480
     private let memory: [UnsafeMutableRawPointer]
+    /// The line pitch S_FMT reports (`bytesPerLine` unless a test asks for unpadded rows).
+    let pitch: Int
+    /// Whether REQBUFS reports V4L2_BUF_CAP_SUPPORTS_ORPHANED_BUFS (frames may borrow buffers).
+    let keepsOrphanedBuffers: Bool
 
-    init(frames: [Frame] = []) {
+    init(frames: [Frame] = [], pitch: Int = FakeCamera.bytesPerLine, keepsOrphanedBuffers: Bool = false) {
         memory = (0..<4).map { _ in UnsafeMutableRawPointer.allocate(byteCount: FakeCamera.bufferLength, alignment: 64) }
+        self.pitch = pitch
+        self.keepsOrphanedBuffers = keepsOrphanedBuffers
         state.withLock { $0.frames = frames }
     }
 
@@ -286,7 +292,7 @@ final class FakeCamera: V4L2System, @unchecked Sendable {
 
     private func current(_ s: State) -> V4L2ImageFormat {
         V4L2ImageFormat(width: s.format.width, height: s.format.height, pixelFormat: s.format.pixel,
-                        bytesPerLine: UInt32(FakeCamera.bytesPerLine), imageSize: UInt32(FakeCamera.bufferLength))
+                        bytesPerLine: UInt32(pitch), imageSize: UInt32(FakeCamera.bufferLength))
     }
 
     func getFormat(_ fd: V4L2FileDescriptor, type: V4L2BufferType) throws(V4L2Errno) -> V4L2ImageFormat {
@@ -334,6 +340,8 @@ final class FakeCamera: V4L2System, @unchecked Sendable {
             return min(count, UInt32(memory.count))
         }
     }
+
+    func supportsOrphanedBuffers(_ fd: V4L2FileDescriptor, type: V4L2BufferType) -> Bool { keepsOrphanedBuffers }
 
     func queryBuffer(_ fd: V4L2FileDescriptor, type: V4L2BufferType, index: UInt32) throws(V4L2Errno) -> V4L2BufferLocation {
         try enter(.queryBuffer, fd, "index \(index)") { s throws(V4L2Errno) in

@@ -130,6 +130,61 @@ import Testing
                                                   Discontinuity(count: 1, reason: .discontinuity)])
     }
 
+    /// Where the driver's rows are a `PixelBuffer`'s (pitch 1280 for 640-wide YUYV) and its queue
+    /// keeps orphaned buffers, a frame borrows the driver's buffer: no copy, QBUF once the frame is
+    /// let go; at most half the buffers are out (then frames are copies), and a frame held past
+    /// the stream's stop stays readable, its buffer unmapped only when the frame goes.
+    @Test func framesBorrowTheDriversBuffersAndGiveThemBack() throws {
+        let base = 1_000 * Self.ms
+        let frames = (0..<8).map { FakeCamera.Frame(sequence: UInt32($0), timestampNs: base + Int64($0) * 33 * Self.ms, fill: UInt8(20 + $0)) }
+        let fake = FakeCamera(frames: frames, pitch: 1280, keepsOrphanedBuffers: true)
+        let device = try V4L2Driver(system: fake).openDevice(uniqueID: "/dev/video0")
+        let format = try #require(device.description.formats.first { $0.pixelFormat == .yuyv && $0.dimensions?.width == 640 })
+        let stream = try device.makeStream(StreamConfiguration(format: format, frameDuration: MediaTime(value: 1, timescale: 30), pace: .realtime))
+        try stream.start(at: HostClock.now())
+        func fill(_ s: SampleBuffer) throws -> [UInt8] {
+            let pixels = try #require(s.pixelBuffer)
+            return pixels.withPlane(0) { [$0[0], $0[1279], $0[pixels.bytesPerRow[0] * 479 + 1279]] }
+        }
+        var held: [SampleBuffer] = []
+        for _ in 0..<3 { held.append(try #require(try stream.nextSample())) }
+        // Four buffers: two lent, then a copy (its buffer queued again at once).
+        #expect(held.map { $0.pixelBuffer?.isBorrowedFromDevice } == [true, true, false])
+        #expect(try held.map(fill) == [[20, 20, 20], [21, 21, 21], [22, 22, 22]])
+        #expect(held[0].pixelBuffer?.bytesPerRow == [1280])
+        #expect(fake.state.withLock { $0.queued.count } == 2)
+        // Letting a borrowed frame go gives its buffer back at the next dequeue, and lends again.
+        held.removeFirst()
+        held.append(try #require(try stream.nextSample()))
+        #expect(held.last?.pixelBuffer?.isBorrowedFromDevice == true)
+        #expect(try fill(held[2]) == [23, 23, 23])
+        #expect(fake.state.withLock { $0.queued.count } == 2)
+        // Stopped with two borrowed frames held: the other two buffers are unmapped now, the
+        // borrowed ones stay readable until their frames go.
+        stream.stop()
+        func unmapped() -> Int { fake.trace.filter { $0.call == .munmap }.count }
+        #expect(unmapped() == 2)
+        #expect(try held.map(fill) == [[21, 21, 21], [22, 22, 22], [23, 23, 23]])
+        held.removeAll()
+        #expect(unmapped() == 4)
+    }
+
+    /// A driver whose rows are padded (pitch 1344) or whose queue frees orphaned buffers gets copies.
+    @Test func paddedRowsOrNoOrphanedBuffersMeanCopies() throws {
+        for (pitch, orphans) in [(FakeCamera.bytesPerLine, true), (1280, false)] {
+            let frames = (0..<3).map { FakeCamera.Frame(sequence: UInt32($0), timestampNs: (1_000 + Int64($0) * 33) * Self.ms, fill: UInt8(40 + $0)) }
+            let fake = FakeCamera(frames: frames, pitch: pitch, keepsOrphanedBuffers: orphans)
+            let device = try V4L2Driver(system: fake).openDevice(uniqueID: "/dev/video0")
+            let format = try #require(device.description.formats.first { $0.pixelFormat == .yuyv && $0.dimensions?.width == 640 })
+            let stream = try device.makeStream(StreamConfiguration(format: format, frameDuration: MediaTime(value: 1, timescale: 30), pace: .realtime))
+            try stream.start(at: HostClock.now())
+            let samples = try (0..<3).map { _ in try #require(try stream.nextSample()) }
+            stream.stop()
+            #expect(samples.allSatisfy { $0.pixelBuffer?.isBorrowedFromDevice == false })
+            #expect(samples.map { $0.pixelBuffer?.withPlane(0) { $0[1279] } } == [40, 41, 42])
+        }
+    }
+
     /// v4l2loopback 0.12 can hand a reader a new frame under the last frame's number and number the
     /// next one two on: that repeat is a frame, not a loss, while a real gap after it still counts.
     @Test func aRepeatedNumberOnALaterFrameIsTheNextFrameNotALoss() throws {
