@@ -152,6 +152,38 @@ struct VividTests {
         #expect(carried == dropped)
     }
 
+    /// vivid (vb2: orphaned buffers kept, rows unpadded at 640x480 YUYV) lends its buffers: frames
+    /// arrive without a copy, at most half the buffers are out at once (then copies), and a lent
+    /// buffer is not written while its frame is held — its bytes are the same ten frames later.
+    @Test func framesBorrowVividsBuffersWhichStayUntouchedWhileHeld() throws {
+        let node = try DeviceEnvironment.requireVivid()
+        let device = try V4L2Driver().openDevice(uniqueID: node)
+        let format = try #require(device.description.formats.first {
+            $0.pixelFormat == .yuyv && $0.dimensions == Dimensions(width: 640, height: 480)
+        })
+        let stream = try device.makeStream(StreamConfiguration(format: format, frameDuration: MediaTime(value: 1, timescale: 25), pace: .realtime))
+        try stream.start(at: HostClock.now())
+        defer { stream.stop() }
+        func digest(_ s: SampleBuffer) -> UInt64 {   // FNV-1a of the frame's bytes
+            s.pixelBuffer!.withPlane(0) { $0.reduce(UInt64(14_695_981_039_346_656_037)) { ($0 ^ UInt64($1)) &* 1_099_511_628_211 } }
+        }
+        // Let go at once: every frame borrowed.
+        for _ in 0..<5 {
+            let sample = try #require(try stream.nextSample())
+            #expect(sample.pixelBuffer?.isBorrowedFromDevice == true)
+        }
+        // Held: the first ones borrowed, the rest copies once half the buffers are out.
+        var held: [SampleBuffer] = []
+        for _ in 0..<6 { held.append(try #require(try stream.nextSample())) }
+        let borrowed = held.prefix { $0.pixelBuffer?.isBorrowedFromDevice == true }.count
+        #expect(borrowed >= 2 && borrowed < 6)
+        #expect(held.dropFirst(borrowed).allSatisfy { $0.pixelBuffer?.isBorrowedFromDevice == false })
+        let before = held.map(digest)
+        for _ in 0..<10 { _ = try #require(try stream.nextSample()) }
+        #expect(held.map(digest) == before)
+        print("vivid 640x480 YUYV: \(borrowed) of 6 held frames borrowed the driver's buffers")
+    }
+
     @Test func anInjectedStreamOnErrorIsATypedStartFailure() throws {
         let node = try DeviceEnvironment.requireVivid()
         let registry = CaptureKit.makeRegistry()
