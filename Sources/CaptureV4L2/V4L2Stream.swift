@@ -37,6 +37,9 @@ final class V4L2Stream: ReconfigurableStream, @unchecked Sendable {
     /// while this stream's lock is held); queued again at the next dequeue.
     private let givenBack = Locked<[(generation: Int, index: UInt32)]>([])
     private var bytesPerLine = 0
+    /// The driver's planes for the current format (line pitch, start), set with the buffers.
+    private var driverPitches: [Int] = []
+    private var driverOffsets: [Int] = []
     private var isStreaming = false
     private var isStopped = false
     private var lastSequence: UInt32?
@@ -133,6 +136,7 @@ final class V4L2Stream: ReconfigurableStream, @unchecked Sendable {
     }
 
     private func allocateAndStream() throws(CaptureError) {
+        setDriverPlanes()
         lendsBuffers = pixelFormat != .mjpeg && system.supportsOrphanedBuffers(fd, type: .videoCapture)
         generation += 1
         lent = 0
@@ -264,10 +268,10 @@ final class V4L2Stream: ReconfigurableStream, @unchecked Sendable {
         }
         lastSequence = sequence
         let used = b.bytesUsed == 0 ? b.length : b.bytesUsed
-        let borrowed = Int(b.index) < buffers.count && !b.flags.contains(.error) ? lend(b.index, used: used) : nil
+        let usable = Int(b.index) < buffers.count && !b.flags.contains(.error)
+        let borrowed = usable ? lend(b.index, used: used) : nil
         if borrowed != nil { requeue = false }
-        guard Int(b.index) < buffers.count, !b.flags.contains(.error),
-              let pixels = borrowed ?? convert(buffers[Int(b.index)].mapped.address, used: used) else {
+        guard usable, let pixels = borrowed ?? convert(buffers[Int(b.index)].mapped.address, used: used) else {
             // Outputs see a lost frame (AVFoundation's reasons have no "corrupt"); the event says why.
             noteLoss(1, .discontinuity)
             device.events.post(.samplesDropped(deviceID: id, reason: .corruptData, count: 1, presentationTime: pts))
@@ -336,17 +340,21 @@ final class V4L2Stream: ReconfigurableStream, @unchecked Sendable {
         }
     }
 
-    /// The driver's planes for the current format: each one's line pitch and where it starts.
-    private func driverPlanes() -> [(pitch: Int, offset: Int)] {
+    /// Each of the current format's planes in the driver's buffer: its line pitch and where it
+    /// starts (once per format, not per frame).
+    private func setDriverPlanes() {
+        driverPitches.removeAll()
+        driverOffsets.removeAll()
         var offset = 0
-        return pixelFormat.planes(width: size.width, height: size.height).enumerated().map { plane, g in
+        for (plane, g) in pixelFormat.planes(width: size.width, height: size.height).enumerated() {
             let pitch: Int
             switch (pixelFormat, plane) {
             case (.yuv420, 1), (.yuv420, 2): pitch = bytesPerLine / 2
             default: pitch = bytesPerLine
             }
-            defer { offset += pitch * g.rows }
-            return (pitch, offset)
+            driverPitches.append(pitch)
+            driverOffsets.append(offset)
+            offset += pitch * g.rows
         }
     }
 
@@ -355,11 +363,11 @@ final class V4L2Stream: ReconfigurableStream, @unchecked Sendable {
     /// always keeps the other half to fill, so a holder that keeps frames costs copies, not frames.
     private func lend(_ index: UInt32, used: Int) -> PixelBuffer? {
         guard lendsBuffers, lent < buffers.count / 2 else { return nil }
-        let mapping = buffers[Int(index)], planes = driverPlanes()
+        let mapping = buffers[Int(index)]
         let generation = self.generation, givenBack = self.givenBack
         guard let pixels = PixelBuffer.borrowing(mapping.mapped.address, length: min(used, mapping.mapped.length),
                                                  format: pixelFormat, width: size.width, height: size.height,
-                                                 bytesPerRow: planes.map(\.pitch), planeOffsets: planes.map(\.offset),
+                                                 bytesPerRow: driverPitches, planeOffsets: driverOffsets,
                                                  giveBack: {
                                                      // The mapping lives until its last frame is gone.
                                                      withExtendedLifetime(mapping) {}
@@ -382,12 +390,13 @@ final class V4L2Stream: ReconfigurableStream, @unchecked Sendable {
         guard let out = pool?.makeBuffer() else { return nil }
         // Source planes: luma (or packed) at the driver's pitch, chroma after it.
         let geometry = pixelFormat.planes(width: size.width, height: size.height)
-        for (plane, (g, driver)) in zip(geometry, driverPlanes()).enumerated() {
-            guard driver.offset + driver.pitch * (g.rows - 1) + g.bytesPerRow <= used else { return nil }
+        for (plane, g) in geometry.enumerated() {
+            let pitch = driverPitches[plane], start = source + driverOffsets[plane]
+            guard driverOffsets[plane] + pitch * (g.rows - 1) + g.bytesPerRow <= used else { return nil }
             let destination = out.producerBaseAddress(ofPlane: plane)
             let stride = out.bytesPerRow[plane]
             for row in 0..<g.rows {
-                (destination + row * stride).copyMemory(from: source + driver.offset + row * driver.pitch, byteCount: g.bytesPerRow)
+                (destination + row * stride).copyMemory(from: start + row * pitch, byteCount: g.bytesPerRow)
             }
         }
         return out
