@@ -681,7 +681,7 @@ final class SimulatedVideoStream: ReconfigurableStream {
     /// stream would render at its turn: same index, setup and timing, and the camera's state untouched
     /// since it was planned (`SimulatedCamera.commit`: no control set, no frame begun or ended).
     /// Otherwise it is thrown away and the frame rendered again, so frames never depend on it.
-    private final class FrameAhead: @unchecked Sendable {
+    private final class FrameAhead: Sendable {
         let index: Int64
         let offset: MediaTime
         let previous: MediaTime?
@@ -690,7 +690,8 @@ final class SimulatedVideoStream: ReconfigurableStream {
         let planned: SimulatedCamera.PlannedFrame
         /// Written by whoever claimed the render, before `rendered` is signalled; read only after
         /// waiting for it.
-        var measurements: FrameMeasurements?
+        var measurements: FrameMeasurements? { result.withLock { $0 } }
+        private let result = Locked<FrameMeasurements?>(nil)
         let rendered = DispatchSemaphore(value: 0)
         /// The render: run once, by `renderQueue` or by the delivering thread, whichever claims it first.
         private let render: @Sendable () -> FrameMeasurements
@@ -713,7 +714,8 @@ final class SimulatedVideoStream: ReconfigurableStream {
         /// Renders the frame if nobody has begun to; false if someone has.
         func runIfUnclaimed() -> Bool {
             guard claim() else { return false }
-            measurements = render()
+            let measured = render()
+            result.withLock { $0 = measured }
             rendered.signal()
             return true
         }

@@ -95,15 +95,16 @@ public final class SyntheticFrameRenderer: Sendable {
     struct LinearColor: Sendable { var r: Double, g: Double, b: Double }
     struct SceneRect: Sendable { var x0, y0, x1, y1: Int; var color: Int }
 
-    final class BackgroundCache: @unchecked Sendable {
-        // Only touched under the renderer's `cache` mutex (`blurred` is made there, on second use).
+    final class BackgroundCache: Sendable {
+        // Used under the renderer's `cache` mutex (`blurred` is made there, on second use); the
+        // mutable parts have their own (uncontended) lock and atomic so the type is checked.
         let key: CameraEffects
         let buffer: PixelBuffer
         /// The background blurred at `key.blurRadius`, for frames that reuse it: made when a second
         /// frame uses this background (while the effects change every frame, as an AF sweep's
         /// radius does, blurring it ahead would only add work).
-        var blurred: CameraImaging.BlurredBackground?
-        var uses = 0
+        let blurred = Locked<CameraImaging.BlurredBackground?>(nil)
+        let uses = Atomic<Int>(0)
         init(key: CameraEffects, buffer: PixelBuffer) { self.key = key; self.buffer = buffer }
     }
 
@@ -142,7 +143,7 @@ public final class SyntheticFrameRenderer: Sendable {
     package static func allowAVX2(_ allowed: Bool) { CameraImaging.allowAVX2(allowed) }
 
     /// True once the cached background has been blurred ahead (a blurred frame reused it).
-    package var backgroundRowPassIsCached: Bool { cache.withLock { $0?.blurred != nil } }
+    package var backgroundRowPassIsCached: Bool { cache.withLock { $0?.blurred.withLock { $0 != nil } ?? false } }
 
     public convenience init(pixelFormat: PixelFormat, dimensions: Dimensions, frameDuration: MediaTime, seed: UInt64) throws(CaptureError) {
         try self.init(pixelFormat: pixelFormat, dimensions: dimensions, frameDuration: frameDuration, seed: seed, reusesBackgroundRowPass: true)
@@ -362,8 +363,8 @@ public final class SyntheticFrameRenderer: Sendable {
         cache.withLock { cached -> (blurred: CameraImaging.BlurredBackground, drawnRows: Range<Int>)? in
             let background = cachedBackground(effects, &cached)
             let template = background.buffer
-            background.uses += 1
-            guard let onlyRows, background.blurred != nil || background.uses > 1 else {
+            background.uses.add(1, ordering: .relaxed)
+            guard let onlyRows, background.blurred.withLock({ $0 != nil }) || background.uses.load(ordering: .relaxed) > 1 else {
                 CameraImaging.copyPlanes(of: template, into: buffer)
                 return nil
             }
@@ -371,8 +372,11 @@ public final class SyntheticFrameRenderer: Sendable {
             CameraImaging.copyRows(of: template, into: buffer) { plane in
                 plan.first { $0.index == plane }?.rows(ofLumaRows: onlyRows) ?? 0..<buffer.planeRows[plane]
             }
-            let blurred = background.blurred ?? CameraImaging.BlurredBackground(template, radius: effects.blurRadius)
-            background.blurred = blurred
+            let blurred = background.blurred.withLock { cached in
+                let blurred = cached ?? CameraImaging.BlurredBackground(template, radius: effects.blurRadius)
+                cached = blurred
+                return blurred
+            }
             return (blurred, onlyRows)
         }
     }
@@ -410,7 +414,7 @@ public final class SyntheticFrameRenderer: Sendable {
         let previousBox = previous?.box
         let (background, partial) = cache.withLock { cached -> (BackgroundCache, Bool) in
             let background = cachedBackground(effects, &cached)
-            background.uses += 1
+            background.uses.add(1, ordering: .relaxed)
             if redrawsOnlyChanges, let previousBox, previous?.background === background, previous?.lumaIsBackground == true {
                 let (band, sync) = markerRects
                 for rect in [previousBox, band, sync] { CameraImaging.copyRect(rect, of: background.buffer, into: buffer) }
@@ -449,7 +453,7 @@ public final class SyntheticFrameRenderer: Sendable {
         let previousBox = previous?.box
         let (background, partial) = cache.withLock { cached -> (BackgroundCache, Bool) in
             let background = cachedBackground(effects, &cached)
-            background.uses += 1
+            background.uses.add(1, ordering: .relaxed)
             let template = background.buffer
             let partial = redrawsOnlyChanges && previousBox != nil && previous?.background === background
             if partial, let previousBox {

@@ -4,8 +4,8 @@ import CaptureCore
 import Foundation
 
 /// The writer's encoding side, confined to the writer's serial queue: per-track scaling and audio
-/// timing, then `MovieWriter` for encoding and muxing.
-final class WriterEngine: @unchecked Sendable {
+/// timing, then `MovieWriter` for encoding and muxing. Not `Sendable`: the writer keeps it in a `Locked`.
+final class WriterEngine {
     let path: String
     let fileType: MediaFileType
     var sessionStart: MediaTime?

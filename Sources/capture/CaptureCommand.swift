@@ -55,22 +55,22 @@ extension VideoCodec: ExpressibleByArgument {}
 
 /// Runs `action` once when one of `signals` arrives (the default action — terminating — is
 /// replaced while the handler lives).
-// The sources are created and cancelled on the command's task only; Dispatch keeps them thread-safe.
-final class SignalHandler: @unchecked Sendable {
-    private let sources: [any DispatchSourceSignal]
+final class SignalHandler: Sendable {
+    /// Behind a lock because Dispatch's source protocols are not `Sendable`.
+    private let sources: Locked<[any DispatchSourceSignal]>
 
     init(signals: [Int32], action: @escaping @Sendable () -> Void) {
-        sources = signals.map { number in
+        sources = Locked(signals.map { number in
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler(handler: action)
             source.resume()
             return source
-        }
+        })
     }
 
     func cancel() {
-        for source in sources { source.cancel() }
+        sources.withLock { for source in $0 { source.cancel() } }
     }
 }
 

@@ -115,11 +115,10 @@ struct TestCommand: AsyncParsableCommand {
 
 /// Progress: on a terminal one line rewritten in place (done/total, failures so far), otherwise a
 /// plain line per finished scenario. Failures are printed in full either way.
-final class Progress: @unchecked Sendable {
+final class Progress: Sendable {
     let total: Int
     let terminal: Bool
-    private var done = 0
-    private var failed = 0
+    private let counts = Locked((done: 0, failed: 0))
 
     init(total: Int, terminal: Bool) {
         self.total = total
@@ -128,8 +127,11 @@ final class Progress: @unchecked Sendable {
 
     // Called from the task group's consuming loop only (one at a time).
     func finished(_ result: ScenarioResult) {
-        done += 1
-        if !result.passed { failed += 1 }
+        let (done, failed) = counts.withLock { c in
+            c.done += 1
+            if !result.passed { c.failed += 1 }
+            return c
+        }
         let status = result.passed ? "PASS" : "FAIL"
         let line = "[\(done)/\(total)] \(status) \(result.name) (\(String(format: "%.1f", result.wallSeconds)) s)"
         if terminal {
@@ -150,6 +152,7 @@ final class Progress: @unchecked Sendable {
     }
 
     func end(wall: Double) {
+        let failed = counts.withLock { $0.failed }
         if terminal { print("\r\u{1B}[2K", terminator: "") }
         print("\(total) scenarios, \(failed) failed, in \(String(format: "%.1f", wall)) s")
     }
