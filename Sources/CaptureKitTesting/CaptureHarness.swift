@@ -314,7 +314,9 @@ public final class CaptureHarness {
         running = true
         startedAt = startInstant
         if let movie, let path = configuration.moviePath {
-            try? FileManager.default.removeItem(atPath: path)
+            // A recording left by an earlier run of the harness is replaced; nothing but a regular
+            // file is ever removed (a folder, link, FIFO or device there makes the recording fail).
+            OutputPath.removeRegularFile(path)
             movie.startRecording(to: path, recordingDelegate: recordingDelegate)
             let deadline = Date().addingTimeInterval(10)
             while !movie.isRecording && !recordingDelegate.isFinished && Date() < deadline { usleep(500) }

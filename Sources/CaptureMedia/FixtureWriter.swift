@@ -94,7 +94,7 @@ public final class FixtureWriter {
             // The profile is the first record: NUT's demuxer keeps metadata values to 1 KiB only.
             try writeRecord(["profile": profile], time: 0)
         } catch {
-            try? FileManager.default.removeItem(atPath: path)
+            OutputPath.removeRegularFile(path)
             throw error
         }
     }

@@ -78,6 +78,16 @@ final class SignalHandler: @unchecked Sendable {
 struct CommandFailure: Error, CustomStringConvertible {
     let description: String
     init(_ error: CaptureError) { description = "\(error)" }
+    /// For a command with `--overwrite`: an existing path's message says so.
+    init(_ error: CaptureError, overwritable: Bool) {
+        if overwritable, case .outputFileExists(let path) = error {
+            description = "cannot write \(path): \(OutputPath.kind(at: path) ?? "something") exists there; "
+                + (OutputPath.isRegularFile(path) ? "pass --overwrite to replace it, or choose another name"
+                   : "it is never replaced, even with --overwrite; choose another name")
+        } else {
+            description = "\(error)"
+        }
+    }
     init(_ message: String) { description = message }
 }
 
