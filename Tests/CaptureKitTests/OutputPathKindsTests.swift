@@ -27,7 +27,7 @@ struct OutputPathKindsTests {
 
     static let scenarioJSON = """
         {"version": 1, "name": "tiny", "seed": 7, "duration": 0.5,
-         "devices": {"camera": {"device": "sim:back", "format": "320x240@30"}},
+         "devices": {"camera": {"device": "sim:back", "format": "640x480@30"}},
          "expectations": {"playable": true}}
         """
 

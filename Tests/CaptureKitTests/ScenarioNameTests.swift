@@ -11,7 +11,7 @@ import Testing
         let key = name.map { "\"name\": \(String(decoding: try! JSONEncoder().encode($0), as: UTF8.self)), " } ?? ""
         return """
             {"version": 1, \(key)"seed": 7, "duration": 0.3,
-             "devices": {"camera": {"device": "sim:back", "format": "320x240@30"}},
+             "devices": {"camera": {"device": "sim:back", "format": "640x480@30"}},
              "expectations": {"playable": true}}
             """
     }
