@@ -74,6 +74,14 @@ final class SignalHandler: @unchecked Sendable {
     }
 }
 
+/// True when two output options name one path (`a.xml`, `./a.xml`, `/cwd/a.xml`), before either exists.
+func samePath(_ a: String, _ b: String) -> Bool {
+    func absolute(_ p: String) -> String {
+        ((p.hasPrefix("/") ? p : FileManager.default.currentDirectoryPath + "/" + p) as NSString).standardizingPath
+    }
+    return absolute(a) == absolute(b)
+}
+
 /// Turns a library error into a clean non-zero exit with its message.
 struct CommandFailure: Error, CustomStringConvertible {
     let description: String

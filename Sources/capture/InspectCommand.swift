@@ -71,6 +71,9 @@ struct InspectCommand: ParsableCommand {
     }
 
     func run() throws {
+        if let contactSheet, let plot, samePath(contactSheet, plot) {
+            throw ValidationError("--contact-sheet and --plot name the same file (\(plot)); give each its own")
+        }
         var options = RecordingInspector.Options(expectFrames: expectFrames, contactSheetPath: contactSheet)
         options.plotPath = plot
         options.existingOutput = .init(overwrite: overwrite)

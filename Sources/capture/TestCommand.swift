@@ -47,6 +47,9 @@ struct TestCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard (1...64).contains(jobs) else { throw ValidationError("--jobs must be 1…64") }
+        if let junit, let json, samePath(junit, json) {
+            throw ValidationError("--junit and --json name the same file (\(junit)); give each its own")
+        }
         if let shard, Self.parseShard(shard) == nil { throw ValidationError("--shard must look like I/N with 1 ≤ I ≤ N, e.g. 2/3, not '\(shard)'") }
     }
 

@@ -171,5 +171,12 @@ struct OutputPathKindsTests {
             #expect(result.status != 0 && result.stderr.contains("never replaced"), "\(arguments): \(result.stderr)")
             #expect(Self.snapshot(input) == before, "\(arguments) changed its input")
         }
+        // Two outputs of one command on one path (spelt differently): refused before anything runs.
+        for arguments in [["test", scenario, "--junit", work + "/r.xml", "--json", work + "/./r.xml"],
+                          ["inspect", recording, "--contact-sheet", work + "/s.png", "--plot", work + "//s.png"]] {
+            let result = try await offPool(CommandLineTests.binary, arguments)
+            #expect(result.status != 0 && result.stderr.contains("name the same file"), "\(arguments): \(result.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: work + "/r.xml") && !FileManager.default.fileExists(atPath: work + "/s.png"))
+        }
     }
 }
