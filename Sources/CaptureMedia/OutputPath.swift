@@ -90,6 +90,11 @@ public enum OutputPath {
         return fd
     }
 
+    /// A name that opens the very file behind `descriptor` (`/proc/self/fd/N`), for a library that
+    /// opens by name (libavformat's `avio_open`): whatever is put at the original path after the
+    /// claim — a symlink, another file — is never opened or written through.
+    public static func openPath(_ descriptor: Int32) -> String { "/proc/self/fd/\(descriptor)" }
+
     /// A fresh, unused name in `path`'s folder for writing a replacement before `commit` renames it
     /// over `path` (same folder, so the rename is atomic and never crosses filesystems).
     public static func temporaryPath(beside path: String) -> String {

@@ -179,4 +179,25 @@ struct OutputPathKindsTests {
             #expect(!FileManager.default.fileExists(atPath: work + "/r.xml") && !FileManager.default.fileExists(atPath: work + "/s.png"))
         }
     }
+
+    /// A writer that opens its claimed file by name again (libavformat) goes through the descriptor:
+    /// a symlink swapped in at the path after the claim is not written through.
+    @Test func theClaimedFileIsReopenedThroughItsDescriptorNotItsName() throws {
+        let dir = try TestSupport.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/out.nut", victim = dir + "/victim.txt"
+        try Data("victim".utf8).write(to: URL(fileURLWithPath: victim))
+        let fd = try OutputPath.claimKeepingOpen(path)
+        defer { close(fd) }
+        // Someone swaps the new file for a link to another file.
+        #expect(unlink(path) == 0)
+        try FileManager.default.createSymbolicLink(atPath: path, withDestinationPath: victim)
+        let reopened = open(OutputPath.openPath(fd), O_WRONLY | O_CREAT | O_TRUNC, 0o644)  // as avio_open does
+        try #require(reopened >= 0)
+        #expect(write(reopened, "payload", 7) == 7)
+        close(reopened)
+        var claimed = stat()
+        #expect(fstat(fd, &claimed) == 0 && claimed.st_size == 7)
+        #expect(try String(contentsOfFile: victim, encoding: .utf8) == "victim")
+    }
 }
