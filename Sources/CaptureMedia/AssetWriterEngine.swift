@@ -92,6 +92,7 @@ final class WriterEngine {
             }
         }
         movie = try MovieWriter(path: path, fileType: fileType, video: video, audio: audio, options: options)
+        createdFile = true
         let pending = held
         held = []
         for (sample, input) in pending { try write(sample, input: input) }
@@ -146,11 +147,15 @@ final class WriterEngine {
         return nil
     }
 
+    /// True once this engine's MovieWriter created the file: only then is it ours to remove.
+    private var createdFile = false
+
     func discard() {
         guard !discarded else { return }
         discarded = true
         held = []
         movie = nil
-        try? FileManager.default.removeItem(atPath: path)
+        // A writer that failed before creating its file (e.g. the path was taken) removes nothing.
+        if createdFile { OutputPath.removeRegularFile(path) }
     }
 }
