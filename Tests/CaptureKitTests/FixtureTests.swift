@@ -98,7 +98,7 @@ enum FixtureTestSupport {
         let collector = SampleCollector(limit: limit)
         try session.addOutput(collector)
         try session.startRunning()
-        try await eventually("\(limit) samples or the session's end") { !session.isRunning || collector.items.withLock { $0.count } >= limit }
+        try await eventually("\(limit) samples or the session's end", timeout: .seconds(600)) { !session.isRunning || collector.items.withLock { $0.count } >= limit }
         session.stopRunning()
         return collector
     }

@@ -265,15 +265,15 @@ extension LiveReconfigurationTests {
         try session.addOutput(data)
         try session.startRunning()
         defer { session.stopRunning() }
-        try await eventually("6 frames logged") { log.entries.withLock { $0.count } >= 6 }
+        try await eventually("6 frames logged", timeout: .seconds(600)) { log.entries.withLock { $0.count } >= 6 }
         let changeTime = Locked<MediaTime?>(nil)
         try device.lockForConfiguration()
         try device.setActiveVideoMinFrameDuration(MediaTime(value: 1, timescale: 60)) { pts in changeTime.withLock { $0 = pts } }
         try device.setActiveVideoMaxFrameDuration(MediaTime(value: 1, timescale: 60))
         device.unlockForConfiguration()
-        try await eventually("the frame-rate change's completion") { changeTime.withLock { $0 } != nil }
+        try await eventually("the frame-rate change's completion", timeout: .seconds(600)) { changeTime.withLock { $0 } != nil }
         let reported = try #require(changeTime.withLock { $0 })
-        try await eventually("12 frames at or after the reported change") { log.entries.withLock { $0.filter { $0.pts >= reported }.count } >= 12 }
+        try await eventually("12 frames at or after the reported change", timeout: .seconds(600)) { log.entries.withLock { $0.filter { $0.pts >= reported }.count } >= 12 }
         session.stopRunning()
         queue.sync {}
         let entries = log.entries.withLock { $0 }

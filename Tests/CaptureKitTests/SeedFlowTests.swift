@@ -86,7 +86,7 @@ private final class FinishWaiter: CaptureFileOutputRecordingDelegate {
         let filePath = try TestSupport.temporaryDirectory() + "/seed000.mov"
         let waiter = FinishWaiter()
         movieFileOutput.startRecording(to: filePath, recordingDelegate: waiter)
-        try await eventually("1 s recorded") { movieFileOutput.recordedDuration >= MediaTime(value: 1, timescale: 1) }
+        try await eventually("1 s recorded", timeout: .seconds(600)) { movieFileOutput.recordedDuration >= MediaTime(value: 1, timescale: 1) }
         movieFileOutput.stopRecording()
         await waiter.wait()
         let finish = try #require(waiter.finished.withLock { $0 })
