@@ -101,12 +101,12 @@ let package = Package(
 
         .testTarget(name: "CaptureCoreTests", dependencies: ["CaptureCore"], path: "Tests/CaptureCoreTests"),
         .testTarget(name: "CaptureAnalysisTests", dependencies: ["CaptureAnalysis"], path: "Tests/CaptureAnalysisTests"),
-        .testTarget(name: "CaptureKitTests", dependencies: ["CaptureKit", "CaptureFuzzTargets", .product(name: "Logging", package: "swift-log")], path: "Tests/CaptureKitTests"),
+        .testTarget(name: "CaptureKitTests", dependencies: ["CaptureKit", "CaptureKitTesting", "CaptureFuzzTargets", .product(name: "Logging", package: "swift-log")], path: "Tests/CaptureKitTests"),
         .testTarget(name: "CaptureKitTestingTests", dependencies: ["CaptureKitTesting"], path: "Tests/CaptureKitTestingTests"),
         // Host-side tests of the real backends: V4L2 against a fake kernel, ALSA on a file PCM, and the
         // compliance suite holding every driver (those two, the simulator, fixture replay) to one contract.
         .testTarget(
-            name: "CaptureLinuxTests", dependencies: ["CaptureKit", "CaptureV4L2", "CaptureALSA", "CV4L2"],
+            name: "CaptureLinuxTests", dependencies: ["CaptureKit", "CaptureKitTesting", "CaptureV4L2", "CaptureALSA", "CV4L2"],
             path: "Tests/CaptureLinuxTests"),
         // Real kernel drivers (vivid, snd-aloop): skip on hosts without them, run inside ci/vm-run.
         .testTarget(name: "CaptureDeviceTests", dependencies: ["CaptureKit"], path: "Tests/CaptureDeviceTests"),

@@ -316,8 +316,8 @@ public final class CaptureHarness {
         if let movie, let path = configuration.moviePath {
             OutputPath.removeRegularFile(path)  // an earlier run's movie; never a folder, link, FIFO or device (the recording then fails)
             movie.startRecording(to: path, recordingDelegate: recordingDelegate)
-            let deadline = Date().addingTimeInterval(10)
-            while !movie.isRecording && !recordingDelegate.isFinished && Date() < deadline { usleep(500) }
+            // Accepted: recording (it starts on the first sample). Refused: its finish is on the way.
+            if !movie.isRecording { _ = recordingDelegate.blockUntilFinished(seconds: 10) }
         }
     }
 
@@ -347,8 +347,8 @@ public final class CaptureHarness {
     }
 
     private func waitForScriptedResume() {
-        let deadline = Date().addingTimeInterval(10)
-        while scenario.isInterruptionResumePending && Date() < deadline { usleep(200) }
+        let scenario = self.scenario
+        blockUntil(timeout: .seconds(10)) { !scenario.isInterruptionResumePending }
     }
 
     /// Real time: waits until `seconds` after the start (wall clock), pressing the camera's
@@ -406,8 +406,8 @@ public final class CaptureHarness {
     /// The control timeline's changes as applied (empty without one).
     public var appliedControls: [ControlTimeline.Applied] { controlTimeline?.applied ?? [] }
 
-    /// Stops the movie (at the current virtual time) and the session, then reads the movie back.
-    public func finish(analyze: Bool = true) async -> Recording {
+    /// `finish(analyze:)`'s body, run off the cooperative pool (see CaptureHarness+Async.swift).
+    func finishOffPool(analyze: Bool) async -> Recording {
         if configuration.pace == .virtual { waitForScriptedResume() }
         let cutoff = now.seconds
         collector.state.withLock { $0.cutoff = cutoff }
@@ -425,17 +425,11 @@ public final class CaptureHarness {
         session.stopRunning()
         collector.settle()
         // Every event sent before `stopped` is recorded once the consumer has seen `stopped`.
-        let deadline = Date().addingTimeInterval(5)
-        while running && !collector.state.withLock({ $0.sawStopped }) && Date() < deadline {
-            try? await Task.sleep(for: .milliseconds(2))
-        }
+        if running { await waitUntil(timeout: .seconds(5)) { collector.state.withLock { $0.sawStopped } } }
         if let startError {
             // A refused start: the session's own report of it, or ours when it has none.
             let type = Self.typeName(startError)
-            let until = Date().addingTimeInterval(1)
-            while !collector.state.withLock({ $0.errors.contains { $0.type == type } }) && Date() < until {
-                try? await Task.sleep(for: .milliseconds(2))
-            }
+            await waitUntil(timeout: .seconds(1)) { collector.state.withLock { $0.errors.contains { $0.type == type } } }
             if !collector.state.withLock({ $0.errors.contains { $0.type == type } }) {
                 collector.recordError(startError, source: "session", pts: 0)
             }
@@ -643,6 +637,8 @@ final class RecordingDelegate: CaptureFileOutputRecordingDelegate {
     }
 
     private let state = Locked(State())
+    /// Signalled at the finish: waits on it end on the event.
+    private let finishSignal = DispatchSemaphore(value: 0)
 
     var isFinished: Bool { state.withLock { $0.finished } }
     var summary: RecordingSummary? { state.withLock { $0.summary } }
@@ -650,20 +646,23 @@ final class RecordingDelegate: CaptureFileOutputRecordingDelegate {
 
     func fileOutput(_ output: MovieFileOutput, didFinishRecordingTo path: String, from connections: [CaptureConnection],
                     summary: RecordingSummary, error: CaptureError?) {
-        state.withLock { s in
+        let first = state.withLock { s -> Bool in
             s.summary = summary
             s.error = error
-            s.finished = true
+            defer { s.finished = true }
+            return !s.finished
         }
+        if first { finishSignal.signal() }
     }
 
-    /// Waits (polling, off the caller's thread) until the recording finished; false on timeout.
-    func wait(seconds: Double) async -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while !isFinished {
-            if Date() > deadline { return false }
-            try? await Task.sleep(for: .milliseconds(2))
-        }
+    /// Suspends (holding no pool thread: the wait is on a thread of its own) until the recording
+    /// finished; false on timeout.
+    func wait(seconds: Double) async -> Bool { await offThePool { self.blockUntilFinished(seconds: seconds) } }
+
+    /// Blocks (callers on their own threads only) until the recording finished; false on timeout.
+    func blockUntilFinished(seconds: Double) -> Bool {
+        guard finishSignal.wait(timeout: .now() + seconds) == .success else { return false }
+        finishSignal.signal()  // for the next waiter
         return true
     }
 }

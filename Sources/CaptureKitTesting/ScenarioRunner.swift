@@ -144,14 +144,14 @@ public enum ScenarioRunner {
             return result
         }
         do throws(CaptureError) {
-            try harness.start()
+            try await harness.start()
             // Steps of 100 ms: errors are stamped close to when they happened.
             let step = 0.1
             var t = 0.0
             while t < s.duration - 1e-9 {
                 let d = min(step, s.duration - t)
                 do {
-                    try harness.advance(by: d)
+                    try await harness.advance(by: d)
                 } catch {
                     if case .sessionNotRunning = error { break }  // the devices ended the run (unplug, revoked access)
                     throw error
@@ -281,11 +281,15 @@ public enum ScenarioRunner {
         process.standardError = err
         do { try process.run() } catch { return nil }
         let errData = Locked(Data())
-        let reader = Thread { errData.withLock { $0 = err.fileHandleForReading.readDataToEndOfFile() } }
+        let readerDone = DispatchSemaphore(value: 0)
+        let reader = Thread {
+            errData.withLock { $0 = err.fileHandleForReading.readDataToEndOfFile() }
+            readerDone.signal()
+        }
         reader.start()
         let outData = out.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        while !reader.isFinished { usleep(1000) }
+        readerDone.wait()  // the reader's end (the pipe closed with the process)
         return ToolResult(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
                           stderr: errData.withLock { String(decoding: $0, as: UTF8.self) })
     }

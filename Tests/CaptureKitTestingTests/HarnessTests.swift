@@ -22,8 +22,8 @@ import Testing
     @Test func aCleanRunDeliversEveryFrameOnTheGridInSync() async throws {
         let movie = try Self.folder() + "/clean.mp4"
         let harness = try CaptureHarness(Self.configuration(movie: movie))
-        try harness.start()
-        try harness.advance(by: 2.0)
+        try await harness.start()
+        try await harness.advance(by: 2.0)
         #expect(harness.delivered.frameCount == 60)
         let recording = await harness.finish()
         #expect(recording.frameCount == 60)
@@ -43,12 +43,12 @@ import Testing
         var c = Self.configuration()
         c.microphone = nil
         let harness = try CaptureHarness(c)
-        try harness.start()
-        try harness.advance(toFrame: 15)
+        try await harness.start()
+        try await harness.advance(toFrame: 15)
         #expect(harness.delivered.frameSequence == Array(0..<15))
-        try harness.advance(by: 0.5)
+        try await harness.advance(by: 0.5)
         #expect(harness.delivered.frameCount == 15, "0.5 s from the start: frames 0…14, already delivered")
-        try harness.advance(by: 0.5)
+        try await harness.advance(by: 0.5)
         #expect(harness.delivered.frameSequence == Array(0..<30))
         let recording = await harness.finish()
         #expect(recording.summary == nil, "no movie output")
@@ -61,8 +61,8 @@ import Testing
         faults.add(.dropFrames(count: 2), at: .frame(10), device: "sim:back")
         faults.add(.dropFrames(count: 1), at: .frame(40), device: "sim:back")
         let harness = try CaptureHarness(Self.configuration(movie: movie, faults: faults))
-        try harness.start()
-        try harness.advance(by: 2.0)
+        try await harness.start()
+        try await harness.advance(by: 2.0)
         let recording = await harness.finish()
         #expect(recording.delivered.missingFrames == [10, 11, 40])
         #expect(recording.missingFrames == [10, 11, 40])
@@ -73,10 +73,10 @@ import Testing
         var c = Self.configuration()
         c.microphone = nil
         let harness = try CaptureHarness(c)
-        try harness.start()
-        try harness.advance(toFrame: 15)
+        try await harness.start()
+        try await harness.advance(toFrame: 15)
         harness.push(.unplug, device: "sim:back", at: .time(MediaTime(value: 1, timescale: 1)))
-        try? harness.advance(by: 2.0)
+        try? await harness.advance(by: 2.0)
         let recording = await harness.finish()
         #expect(recording.delivered.frameSequence == Array(0..<30), "nothing from 1 s on")
         #expect(recording.errors.map(\.type) == ["deviceDisconnected"])
@@ -91,8 +91,8 @@ import Testing
         var faults = FaultTimeline()
         faults.add(.bufferError, at: .frame(12), device: "sim:back")
         let harness = try CaptureHarness(Self.configuration(movie: movie, faults: faults))
-        try harness.start()
-        try harness.advance(by: 1.0)
+        try await harness.start()
+        try await harness.advance(by: 1.0)
         let recording = await harness.finish()
         #expect(recording.damagedFrames == 1)
         #expect(recording.delivered.missingFrames == [12])
@@ -128,8 +128,8 @@ import Testing
             var c = Self.configuration(faults: faults)
             c.microphone = nil
             let harness = try CaptureHarness(c)
-            try harness.start()
-            for _ in 0..<30 { try harness.advance(by: 0.1) }
+            try await harness.start()
+            for _ in 0..<30 { try await harness.advance(by: 0.1) }
             let recording = await harness.finish()
             #expect(recording.errors.map(\.type) == ["interrupted", "interruptionEnded"])
             sequences.append(recording.delivered.frameSequence)
@@ -147,7 +147,7 @@ import Testing
         var c = Self.configuration()
         c.authorization = .denied
         let harness = try CaptureHarness(c)
-        #expect(throws: CaptureError.self) { try harness.start() }
+        await #expect(throws: CaptureError.self) { try await harness.start() }
         let recording = await harness.finish()
         #expect(recording.errors.map(\.type) == ["notAuthorized"])
         #expect(recording.errors.first?.pts == 0)

@@ -19,22 +19,22 @@ import Testing
         let harness = try CaptureHarness(c)
         harness.scenario.rendersAhead = rendersAhead
         harness.scenario.leavesRenderAheadToDeliverer = byDeliverer
-        try harness.start()
-        try harness.advance(toFrame: 8)
+        try await harness.start()
+        try await harness.advance(toFrame: 8)
         if changingControls, let camera = harness.camera {
             try camera.lockForConfiguration()
             try camera.setExposureTargetBias(1.5)
             camera.unlockForConfiguration()
-            try harness.advance(toFrame: 15)
+            try await harness.advance(toFrame: 15)
             try camera.lockForConfiguration()
             try camera.setWhiteBalanceModeLocked(gains: WhiteBalanceGains(red: 2.2, green: 1, blue: 1.3))
             camera.unlockForConfiguration()
-            try harness.advance(toFrame: 22)
+            try await harness.advance(toFrame: 22)
             try camera.lockForConfiguration()
             try camera.ramp(toVideoZoomFactor: 2, withRate: 4)
             camera.unlockForConfiguration()
         }
-        try harness.advance(toFrame: 40)
+        try await harness.advance(toFrame: 40)
         let recording = await harness.finish()
         #expect(recording.frameCount == 40)
         let md5 = try TestSupportTools.run("ffmpeg", ["-v", "error", "-i", movie, "-map", "0:v", "-f", "framemd5", "-"])

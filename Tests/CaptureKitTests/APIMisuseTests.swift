@@ -1,4 +1,5 @@
 import CaptureKit
+import CaptureKitTesting
 import Foundation
 import Testing
 
@@ -90,7 +91,7 @@ import Testing
         output.minFreeDiskSpaceLimit = -1
         output.maxRecordedDuration = MediaTime(value: 3, timescale: 0)
         output.movieFragmentInterval = MediaTime(value: -1, timescale: 1)
-        for _ in 0..<200 where finishes.errors.withLock({ $0.count }) < 1 { try await Task.sleep(for: .milliseconds(5)) }
+        try await eventually("the refused recording's finish", timeout: .seconds(30)) { finishes.errors.withLock { $0.count } >= 1 }
         #expect(finishes.errors.withLock { $0.count } == 1)
         #expect(finishes.errors.withLock { $0.first ?? nil } != nil)
 

@@ -1,4 +1,5 @@
 import CaptureKit
+import CaptureKitTesting
 import Foundation
 import Testing
 
@@ -24,7 +25,8 @@ final class AssetFeeder: VideoDataOutputSampleBufferDelegate, AudioDataOutputSam
         while !input.isReadyForMoreMediaData {
             if input.writer?.status != .writing { return }
             waited = true
-            usleep(200)
+            // On the delegate's queue (its own thread), not the pool.
+            blockUntil(timeout: .seconds(30)) { input.isReadyForMoreMediaData || input.writer?.status != .writing }
         }
         do {
             try input.append(sample)
@@ -70,15 +72,10 @@ enum AssetTestSupport {
         return (session, videoOutput, audioOutput)
     }
 
-    static func waitUntil(seconds: Double = 120, _ condition: () -> Bool) async {
-        let deadline = Date().addingTimeInterval(seconds)
-        while !condition() && Date() < deadline { try? await Task.sleep(for: .milliseconds(5)) }
-    }
-
     /// Runs the session until `feeder` has both tracks up to its end, then finishes the writer.
     static func run(_ session: CaptureSession, _ writer: AssetWriter, _ feeder: AssetFeeder, frames: Int) async throws {
         try session.startRunning()
-        await waitUntil { feeder.reachedEnd(frames: frames) || writer.status == .failed }
+        try await eventually("feeder.reachedEnd(frames: frames) || writer.status == .failed", timeout: .seconds(120)) { feeder.reachedEnd(frames: frames) || writer.status == .failed }
         session.stopRunning()
         writer.endSession(atSourceTime: feeder.end)
         await writer.finishWriting()
@@ -221,11 +218,8 @@ enum AssetTestSupport {
         writer.startSession(atSourceTime: .zero)
         var waits = 0
         for frame in frames {
-            var waited = false
-            while !input.isReadyForMoreMediaData {
-                waited = true
-                try await Task.sleep(for: .milliseconds(1))
-            }
+            let waited = !input.isReadyForMoreMediaData
+            try await eventually("the input to be ready for more media data") { input.isReadyForMoreMediaData }
             if waited { waits += 1 }
             try input.append(frame)
         }
@@ -430,7 +424,7 @@ enum AssetTestSupport {
         done.startWriting()
         done.startSession(atSourceTime: .zero)
         for n in 0..<5 {
-            while !doneInput.isReadyForMoreMediaData { usleep(100) }
+            try await eventually("the input to be ready for frame \(n)") { doneInput.isReadyForMoreMediaData }
             try doneInput.append(frame(Int64(n)))
         }
         await done.finishWriting()
@@ -466,9 +460,9 @@ enum AssetTestSupport {
                                                duration: MediaTime(value: 800, timescale: 16_000), sequenceNumber: Int64(n * 800)))
             }
         }
-        await AssetTestSupport.waitUntil { next.withLock { $0 } > 20 }
+        try await eventually("next.withLock { $0 } > 20", timeout: .seconds(120)) { next.withLock { $0 } > 20 }
         writer.finishWriting { done.withLock { $0 = true } }
-        await AssetTestSupport.waitUntil { done.withLock { $0 } }
+        try await eventually("done.withLock { $0 }", timeout: .seconds(120)) { done.withLock { $0 } }
         #expect(writer.status == .completed)
         var samples: [Float] = []
         try MediaFileReader(path: dir + "/pull.wav").decode(video: nil, audio: { s, _, _, _ in samples += s })

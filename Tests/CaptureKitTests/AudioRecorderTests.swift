@@ -1,4 +1,5 @@
 import CaptureKit
+import CaptureKitTesting
 import Foundation
 import Testing
 
@@ -65,7 +66,7 @@ enum AudioTestSupport {
         #expect(recorder.prepareToRecord())
         // Virtual time, no limit: the meters are read while the recording runs, whatever the load.
         #expect(recorder.record())
-        await AssetTestSupport.waitUntil(seconds: 30) { recorder.currentTime >= 0.3 }
+        try await eventually("recorder.currentTime >= 0.3", timeout: .seconds(30)) { recorder.currentTime >= 0.3 }
         #expect(recorder.isRecording, "stopped early: error \(String(describing: recorder.error)), \(recorder.currentTime) s")
         recorder.updateMeters()
         let average = recorder.averagePower(forChannel: 0), peak = recorder.peakPower(forChannel: 0)
@@ -74,7 +75,7 @@ enum AudioTestSupport {
         #expect(abs(peak - -6) < 0.5, "peak \(peak)")
         recorder.stop()
         #expect(!recorder.isRecording)
-        await AssetTestSupport.waitUntil(seconds: 5) { !spy.finishes.withLock { $0 }.isEmpty }
+        try await eventually("!spy.finishes.withLock { $0 }.isEmpty", timeout: .seconds(30)) { !spy.finishes.withLock { $0 }.isEmpty }
         #expect(spy.finishes.withLock { $0 } == [true])
 
         let (samples, rate) = try await offPool { try AudioTestSupport.decodeMono(path) }
@@ -132,7 +133,7 @@ enum AudioTestSupport {
             await recorder.waitUntilFinished()
             #expect(recorder.recordedDuration == 0.05)
             if take % 2 == 0 {
-                await AssetTestSupport.waitUntil(seconds: 30) { delegate.outcomes.withLock { $0.count } > take / 2 }
+                try await eventually("delegate.outcomes.withLock { $0.count } > take / 2", timeout: .seconds(30)) { delegate.outcomes.withLock { $0.count } > take / 2 }
             } else {
                 #expect(AudioTestSupport.startAndStopASession(on: microphone) == "started", "take \(take), after waitUntilFinished")
             }
@@ -148,7 +149,7 @@ enum AudioTestSupport {
         let spy = RecorderDelegateSpy()
         recorder.delegate = spy
         #expect(recorder.record())
-        await AssetTestSupport.waitUntil(seconds: 5) { recorder.currentTime >= 0.2 }
+        try await eventually("recorder.currentTime >= 0.2", timeout: .seconds(30)) { recorder.currentTime >= 0.2 }
         recorder.pause()
         #expect(!recorder.isRecording)
         let paused = recorder.currentTime
@@ -156,14 +157,14 @@ enum AudioTestSupport {
         #expect(abs(recorder.currentTime - paused) < 0.03)  // at most one buffer in flight when pausing
         #expect(!recorder.deleteRecording())  // only once stopped
         #expect(recorder.record())
-        await AssetTestSupport.waitUntil(seconds: 5) { recorder.currentTime >= paused + 0.2 }
+        try await eventually("recorder.currentTime >= paused + 0.2", timeout: .seconds(30)) { recorder.currentTime >= paused + 0.2 }
         recorder.stop()
         #expect(recorder.currentTime == 0)
         let recorded = recorder.recordedDuration
         #expect(recorded >= 0.4, "recorded \(recorded)")
         let (samples, _) = try await offPool { try AudioTestSupport.decodeMono(path) }
         #expect(abs(Double(samples.count) / 48_000 - recorded) < 1e-6)  // the old file was replaced
-        await AssetTestSupport.waitUntil(seconds: 5) { !spy.finishes.withLock { $0 }.isEmpty }
+        try await eventually("!spy.finishes.withLock { $0 }.isEmpty", timeout: .seconds(30)) { !spy.finishes.withLock { $0 }.isEmpty }
         #expect(spy.finishes.withLock { $0 } == [true])
         #expect(recorder.deleteRecording())
         #expect(!FileManager.default.fileExists(atPath: path))
@@ -196,7 +197,7 @@ enum AudioTestSupport {
         #expect(recorder.record(forDuration: 1.5))
         await recorder.waitUntilFinished()
         await player.waitUntilStopped()
-        await AssetTestSupport.waitUntil(seconds: 5) { !spy.finishes.withLock { $0 }.isEmpty }
+        try await eventually("!spy.finishes.withLock { $0 }.isEmpty", timeout: .seconds(30)) { !spy.finishes.withLock { $0 }.isEmpty }
         #expect(spy.finishes.withLock { $0 } == [true])
         #expect(speaker.playedFrameCount == 72_000)
 

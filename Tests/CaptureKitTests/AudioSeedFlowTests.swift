@@ -1,4 +1,5 @@
 import CaptureKit
+import CaptureKitTesting
 import Foundation
 import Testing
 
@@ -86,7 +87,7 @@ import Testing
 
         // Record, reading the meters while it records
         #expect(audioRecorder.record())
-        await AssetTestSupport.waitUntil(seconds: 60) { audioRecorder.currentTime >= 0.5 }
+        try await eventually("audioRecorder.currentTime >= 0.5", timeout: .seconds(60)) { audioRecorder.currentTime >= 0.5 }
         audioRecorder.updateMeters()
         let average = audioRecorder.averagePower(forChannel: 0), peak = audioRecorder.peakPower(forChannel: 0)
 
@@ -99,7 +100,7 @@ import Testing
 
         // Resume, then stop
         #expect(audioRecorder.record())
-        await AssetTestSupport.waitUntil(seconds: 60) { audioRecorder.currentTime >= pausedAt + 0.5 }
+        try await eventually("audioRecorder.currentTime >= pausedAt + 0.5", timeout: .seconds(60)) { audioRecorder.currentTime >= pausedAt + 0.5 }
         audioRecorder.stop()
         await audioRecorder.waitUntilFinished()
         #expect(audioRecorder.error == nil)
@@ -120,7 +121,7 @@ import Testing
         #expect(abs(audioPlayer.duration - recorded) < 0.001, "file \(audioPlayer.duration) s vs recorded \(recorded) s")
         #expect(audioPlayer.play())
         await audioPlayer.waitUntilStopped()
-        await AssetTestSupport.waitUntil(seconds: 10) { !delegate.finishes.withLock { $0.isEmpty } }
+        try await eventually("!delegate.finishes.withLock { $0.isEmpty }", timeout: .seconds(30)) { !delegate.finishes.withLock { $0.isEmpty } }
         #expect(delegate.finishes.withLock { $0 } == [true])
         audioPlayer.updateMeters()
         let played = speaker.playedSamples

@@ -1,4 +1,5 @@
 import CaptureKit
+import CaptureKitTesting
 import Foundation
 import Testing
 
@@ -169,7 +170,7 @@ enum AudioSessionTestSupport {
         let recorder = try AudioRecorder(path: path, settings: AudioRecorderSettings(format: .wav), microphone: mic.uniqueID,
                                          registry: rig.registry, pace: .virtual)
         #expect(recorder.record())
-        await AssetTestSupport.waitUntil(seconds: 60) { recorder.currentTime >= 0.5 }
+        try await eventually("recorder.currentTime >= 0.5", timeout: .seconds(60)) { recorder.currentTime >= 0.5 }
         rig.scenario.disconnect(usb)
         await recorder.waitUntilFinished()
         #expect(log.routeChangeReasons == [.newDeviceAvailable, .override, .oldDeviceUnavailable])
@@ -246,7 +247,7 @@ final class BufferSizeProbe: CaptureOutput, Sendable {
             let probe = BufferSizeProbe(limit: 10)
             try session.addOutput(probe)
             try session.startRunning()
-            await AssetTestSupport.waitUntil(seconds: 30) { probe.sizes.withLock { $0.count } >= 10 }
+            try await eventually("probe.sizes.withLock { $0.count } >= 10", timeout: .seconds(30)) { probe.sizes.withLock { $0.count } >= 10 }
             session.stopRunning()
             #expect(probe.sizes.withLock { $0 } == Array(repeating: expected, count: 10), "preferred \(duration) s")
         }
@@ -269,7 +270,7 @@ final class BufferSizeProbe: CaptureOutput, Sendable {
         let recorder = try AudioRecorder(path: path, settings: AudioRecorderSettings(format: .wav), microphone: rig.id("sim:mic"),
                                          registry: rig.registry, pace: .virtual)
         #expect(recorder.record())
-        await AssetTestSupport.waitUntil(seconds: 30) { recorder.currentTime >= 0.3 }
+        try await eventually("recorder.currentTime >= 0.3", timeout: .seconds(30)) { recorder.currentTime >= 0.3 }
         try other.setActive(true)
         #expect(!recorder.isRecording, "paused by the interruption")
         let pausedAt = recorder.currentTime
@@ -277,7 +278,7 @@ final class BufferSizeProbe: CaptureOutput, Sendable {
         #expect(recorder.currentTime == pausedAt)
         try other.setActive(false, notifyOthers: true)
         #expect(recorder.record())
-        await AssetTestSupport.waitUntil(seconds: 30) { recorder.currentTime >= pausedAt + 0.3 }
+        try await eventually("recorder.currentTime >= pausedAt + 0.3", timeout: .seconds(30)) { recorder.currentTime >= pausedAt + 0.3 }
         recorder.stop()
         await recorder.waitUntilFinished()
         #expect(recorder.error == nil)

@@ -1,4 +1,5 @@
 import CaptureKit
+import CaptureKitTesting
 import Foundation
 import Testing
 
@@ -208,8 +209,7 @@ import Testing
     }
 
     private func waitForCount(_ box: Locked<[MediaTime]>, _ count: Int) async -> [MediaTime] {
-        let deadline = Date().addingTimeInterval(10)
-        while box.value.count < count && Date() < deadline { try? await Task.sleep(for: .milliseconds(2)) }
+        await waitUntil(timeout: .seconds(10)) { box.value.count >= count }
         return box.value
     }
 }

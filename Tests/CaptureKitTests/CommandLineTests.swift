@@ -1,4 +1,5 @@
 import CaptureKit
+import CaptureKitTesting
 import Foundation
 import Testing
 
@@ -101,9 +102,10 @@ import Testing
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice
         try process.run()
-        // Signal once the recording has begun (the file exists), so the handler is installed.
-        for _ in 0..<2000 where !FileManager.default.fileExists(atPath: path) { try await Task.sleep(for: .milliseconds(10)) }
-        try await Task.sleep(for: .milliseconds(300))
+        // Signal once the recording has written frames (64 KiB of the file: the muxer's buffer
+        // flushed more than once), so the handler is installed and frames are in.
+        let size = { ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? NSNumber)?.intValue ?? 0 }
+        try await eventually("the recording to write 64 KiB to \(path)", timeout: .seconds(120)) { size() >= 65_536 }
         kill(process.processIdentifier, SIGINT)
         let data = out.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()

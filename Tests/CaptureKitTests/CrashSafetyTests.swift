@@ -1,4 +1,5 @@
 import CaptureKit
+import CaptureKitTesting
 import Foundation
 import Testing
 
@@ -189,11 +190,8 @@ import Testing
     /// the caller then checks the complete file.
     static func waitForFirstFragment(_ path: String, process: Process) async throws {
         let moof = Data("moof".utf8)
-        for _ in 0..<6000 {
-            if let data = FileManager.default.contents(atPath: path), data.range(of: moof) != nil { return }
-            guard process.isRunning else { return }
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        let found = { (FileManager.default.contents(atPath: path)?.range(of: moof)) != nil }
+        if await waitUntil(timeout: .seconds(120), { found() || !process.isRunning }) { return }
         Issue.record("capture record wrote no fragment to \(path) (running: \(process.isRunning))")
     }
 }

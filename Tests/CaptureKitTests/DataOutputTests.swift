@@ -1,4 +1,5 @@
 import CaptureKit
+import CaptureKitTesting
 import Foundation
 import Testing
 
@@ -87,10 +88,6 @@ private final class AudioCollector: AudioDataOutputSampleBufferDelegate {
         return session
     }
 
-    private func waitUntil(_ condition: () -> Bool) async {
-        for _ in 0..<1000 where !condition() { try? await Task.sleep(for: .milliseconds(5)) }
-    }
-
     @Test func virtualPaceDeliversEveryFrameInOrderEvenToASlowConsumer() async throws {
         let session = try makeSession(.virtual)
         let output = VideoDataOutput()
@@ -98,7 +95,7 @@ private final class AudioCollector: AudioDataOutputSampleBufferDelegate {
         output.setSampleBufferDelegate(collector, queue: DispatchQueue(label: "consumer"))
         try session.addOutput(output)
         try session.startRunning()
-        await waitUntil { collector.seen.withLock { $0.count } >= 40 }
+        try await eventually("collector.seen.withLock { $0.count } >= 40", timeout: .seconds(30)) { collector.seen.withLock { $0.count } >= 40 }
         session.stopRunning()
         let seen = collector.seen.withLock { $0 }
         #expect(seen.count >= 40)
@@ -119,10 +116,10 @@ private final class AudioCollector: AudioDataOutputSampleBufferDelegate {
         #expect(connection.isVideoRotationAngleSupported(90) && !connection.isVideoRotationAngleSupported(45))
         #expect(throws: CaptureError.self) { try connection.setVideoRotationAngle(45) }
         try session.startRunning()
-        await waitUntil { collector.seen.withLock { $0.count } >= 3 }
+        try await eventually("collector.seen.withLock { $0.count } >= 3", timeout: .seconds(30)) { collector.seen.withLock { $0.count } >= 3 }
         try connection.setVideoRotationAngle(90)
         #expect(connection.videoOrientation == .portrait)
-        await waitUntil { collector.seen.withLock { $0.contains { $0.width == 240 } } }
+        try await eventually("collector.seen.withLock { $0.contains { $0.width == 240 } }", timeout: .seconds(30)) { collector.seen.withLock { $0.contains { $0.width == 240 } } }
         session.stopRunning()
         let seen = collector.seen.withLock { $0 }
         let upright = try #require(seen.first)
@@ -304,7 +301,7 @@ private final class AudioCollector: AudioDataOutputSampleBufferDelegate {
             indices.append(sample.sequenceNumber)
             if indices.count == 10 { break }
         }
-        await waitUntil { audioCollector.starts.withLock { $0.count } >= 10 }
+        try await eventually("audioCollector.starts.withLock { $0.count } >= 10", timeout: .seconds(30)) { audioCollector.starts.withLock { $0.count } >= 10 }
         session.stopRunning()
         #expect(indices == Array(0..<10))
         let starts = audioCollector.starts.withLock { $0 }
@@ -349,7 +346,7 @@ private final class AudioCollector: AudioDataOutputSampleBufferDelegate {
         output.setSampleBufferDelegate(counter, queue: DispatchQueue(label: "count"))
         try session.addOutput(output)
         try session.startRunning()
-        for _ in 0..<4000 where counter.count.withLock({ $0 }) < 300 { try await Task.sleep(for: .milliseconds(5)) }
+        try await eventually("300 frames counted", timeout: .seconds(60)) { counter.count.withLock { $0 } >= 300 }
         session.stopRunning()
         #expect(counter.count.withLock { $0 } >= 300)
         let distinct = counter.addresses.withLock { $0.count }

@@ -1,6 +1,7 @@
 // Over 500 lines, on purpose: one suite per AVCaptureDevice contract rule set (lock, ranges, modes,
 // formats, authorization, discovery, completions), each test short and self-contained.
 import CaptureKit
+import CaptureKitTesting
 import Foundation
 import Testing
 
@@ -452,8 +453,7 @@ import Testing
                 try device.setExposureTargetBias(0.5) { t in log.mutate { $0.append("bias") }; times.mutate { $0.append(t) } }
             }
         }
-        let deadline = Date().addingTimeInterval(5)
-        while log.value.count < 3 && Date() < deadline { try await Task.sleep(for: .milliseconds(2)) }
+        await waitUntil(timeout: .seconds(30)) { log.value.count >= 3 }
         #expect(log.value == ["exposure", "wb", "bias"])
         #expect(times.value == Array(repeating: frames[4].presentationTime, count: 3))
         #expect(device.deviceWhiteBalanceGains == WhiteBalanceGains(red: 1.2, green: 1, blue: 1.5))

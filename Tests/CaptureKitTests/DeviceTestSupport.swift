@@ -1,4 +1,5 @@
 import CaptureKit
+import CaptureKitTesting
 import Foundation
 
 /// A simulator whose devices carry IDs unique to one test (`sim:back-1a2b3c…`), so the
@@ -141,11 +142,8 @@ final class FrameCollector: CaptureOutput {
     func sessionDidStop() {}
 
     func waitUntilDone(seconds: Double = 120) async throws {
-        let deadline = Date().addingTimeInterval(seconds)
-        while frames.count < limit {
-            guard Date() < deadline else { throw CaptureError.invalidState("only \(frames.count) of \(limit) frames arrived") }
-            try await Task.sleep(for: .milliseconds(2))
-        }
+        let limit = self.limit
+        try await eventually("\(limit) frames (\(frames.count) arrived)", timeout: .seconds(seconds)) { frames.count >= limit }
     }
 }
 
@@ -197,8 +195,7 @@ enum DeviceTestSupport {
         }
         var all: [T] { values.value }
         func waitFor(count: Int, seconds: Double = 10) async -> [T] {
-            let deadline = Date().addingTimeInterval(seconds)
-            while all.count < count && Date() < deadline { try? await Task.sleep(for: .milliseconds(2)) }
+            await waitUntil(timeout: .seconds(seconds)) { all.count >= count }
             return all
         }
         func cancel() { task.cancel() }

@@ -1,4 +1,5 @@
 import CaptureKit
+import CaptureKitTesting
 import Foundation
 import Testing
 
@@ -118,11 +119,10 @@ struct DiskFullTests {
         let path = disk.path + "/movie." + container
         let spy = FinishSpy()
         movie.startRecording(to: path, recordingDelegate: spy)
-        let deadline = Date().addingTimeInterval(120)
-        while spy.calls.withLock({ $0.isEmpty }) && Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        await waitUntil(timeout: .seconds(120)) { !spy.calls.withLock { $0.isEmpty } }
         movie.stopRecording()
         session.stopRunning()
-        try await Task.sleep(for: .milliseconds(200))
+        await movie.flushDelegateQueue()  // every callback queued by the stop has run
         let calls = spy.calls.withLock { $0 }
         try #require(calls.count == 1, "didFinishRecordingTo fired \(calls.count) times")
         let (summary, error) = calls[0]
@@ -165,7 +165,7 @@ struct DiskFullTests {
         try await AssetTestSupport.run(session, writer, feeder, frames: 3600)
         #expect(writer.status == .failed)
         // The error is updated with what was kept once the file has been cut back.
-        await AssetTestSupport.waitUntil(seconds: 10) {
+        try await eventually("the recording's finish", timeout: .seconds(30)) {
             if case .diskFull(_, let bytes, _) = writer.error { return bytes == size(path) }
             return false
         }

@@ -1,4 +1,5 @@
 import CaptureKit
+import CaptureKitTesting
 import Foundation
 import Testing
 
@@ -78,9 +79,8 @@ private struct Rig {
     func run(_ collector: FaultCollector) async throws {
         try session.addOutput(collector)
         try session.startRunning()
-        let deadline = ContinuousClock.now + .seconds(60)
-        while session.isRunning || session.isInterrupted, collector.video.count < collector.limit, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(2))
+        await waitUntil(timeout: .seconds(60)) {
+            !(session.isRunning || session.isInterrupted) || collector.video.count >= collector.limit
         }
         session.stopRunning()
     }
@@ -317,8 +317,7 @@ private func seconds(_ s: Double) -> MediaTime { MediaTime(seconds: s, preferred
         let collector = FaultCollector(limit: 40)
         try await rig.run(collector)
         // The listener reads the buffered events on its own schedule.
-        let deadline = ContinuousClock.now + .seconds(30)
-        while seen.withLock({ $0.count }) < 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        await waitUntil(timeout: .seconds(30)) { seen.withLock { $0.count } >= 2 }
         listener.cancel()
         let video = collector.video.prefix(40)
         // Frames 0…29 (to 1 s), then a new stream: sequence numbers restart; the session resumes
@@ -417,8 +416,7 @@ private func seconds(_ s: Double) -> MediaTime { MediaTime(seconds: s, preferred
         defer { rig.session.stopRunning() }
         let spy = FinishSpy()
         movie.startRecording(to: path, recordingDelegate: spy)
-        let deadline = Date().addingTimeInterval(120)
-        while spy.calls.withLock({ $0.isEmpty }) && Date() < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        await waitUntil(timeout: .seconds(120)) { !spy.calls.withLock { $0.isEmpty } }
         rig.session.stopRunning()
         let calls = spy.calls.withLock { $0 }
         try #require(calls.count == 1)

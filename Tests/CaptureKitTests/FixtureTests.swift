@@ -1,4 +1,5 @@
 import CaptureKit
+import CaptureKitTesting
 import Foundation
 import Testing
 
@@ -97,7 +98,7 @@ enum FixtureTestSupport {
         let collector = SampleCollector(limit: limit)
         try session.addOutput(collector)
         try session.startRunning()
-        while session.isRunning && collector.items.withLock({ $0.count }) < limit { try await Task.sleep(for: .milliseconds(5)) }
+        try await eventually("\(limit) samples or the session's end", timeout: .seconds(600)) { !session.isRunning || collector.items.withLock { $0.count } >= limit }
         session.stopRunning()
         return collector
     }

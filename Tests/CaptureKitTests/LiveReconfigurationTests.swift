@@ -1,4 +1,5 @@
 import CaptureKit
+import CaptureKitTesting
 import Foundation
 import Testing
 
@@ -66,7 +67,7 @@ final class DeliveryLog: VideoDataOutputSampleBufferDelegate {
         defer { session.stopRunning() }
         let path = try TestSupport.temporaryDirectory() + "/seed003-240fps.mp4"
         let recording = Task { try await movie.record(to: path) }
-        while !movie.isRecording { try await Task.sleep(for: .milliseconds(1)) }
+        try await eventually("the movie to start recording") { movie.isRecording }
         // One second at 30 fps.
         try session.advance(toFrame: 30)
         let changeTime = Locked<MediaTime?>(nil)
@@ -92,8 +93,8 @@ final class DeliveryLog: VideoDataOutputSampleBufferDelegate {
         session.stopRunning()
         queue.sync {}
         let reported = try #require(await { () -> MediaTime? in
-            for _ in 0..<2000 { if let t = changeTime.withLock({ $0 }) { return t }; try? await Task.sleep(for: .milliseconds(1)) }
-            return nil
+            await waitUntil(timeout: .seconds(30)) { changeTime.withLock { $0 } != nil }
+            return changeTime.withLock { $0 }
         }())
         let observation = try #require(await observed.value)
         #expect(observation.presentationTime == reported)
@@ -147,10 +148,8 @@ final class FinishRecorder: CaptureFileOutputRecordingDelegate {
         finished.withLock { $0 = (summary, error) }
     }
     func wait() async -> (summary: RecordingSummary, error: CaptureError?)? {
-        for _ in 0..<4000 {
-            if let f = finished.withLock({ $0 }) { return f }
-            try? await Task.sleep(for: .milliseconds(2))
-        }
+        await waitUntil(timeout: .seconds(30)) { finished.withLock { $0 } != nil }
+        if let f = finished.withLock({ $0 }) { return f }
         return nil
     }
 }
@@ -266,15 +265,15 @@ extension LiveReconfigurationTests {
         try session.addOutput(data)
         try session.startRunning()
         defer { session.stopRunning() }
-        while log.entries.withLock({ $0.count }) < 6 { try await Task.sleep(for: .milliseconds(5)) }
+        try await eventually("6 frames logged", timeout: .seconds(600)) { log.entries.withLock { $0.count } >= 6 }
         let changeTime = Locked<MediaTime?>(nil)
         try device.lockForConfiguration()
         try device.setActiveVideoMinFrameDuration(MediaTime(value: 1, timescale: 60)) { pts in changeTime.withLock { $0 = pts } }
         try device.setActiveVideoMaxFrameDuration(MediaTime(value: 1, timescale: 60))
         device.unlockForConfiguration()
-        while changeTime.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(5)) }
+        try await eventually("the frame-rate change's completion", timeout: .seconds(600)) { changeTime.withLock { $0 } != nil }
         let reported = try #require(changeTime.withLock { $0 })
-        while log.entries.withLock({ $0.filter { $0.pts >= reported }.count }) < 12 { try await Task.sleep(for: .milliseconds(5)) }
+        try await eventually("12 frames at or after the reported change", timeout: .seconds(600)) { log.entries.withLock { $0.filter { $0.pts >= reported }.count } >= 12 }
         session.stopRunning()
         queue.sync {}
         let entries = log.entries.withLock { $0 }

@@ -1,4 +1,5 @@
 import CaptureKit
+import CaptureKitTesting
 import Dispatch
 import Foundation
 import Testing
@@ -49,7 +50,7 @@ struct MetadataScan {
         try session.startRunning()
         // Virtual time: frames are detected in order on the delivery thread, so once `frames`
         // are counted the first `frames` are done.
-        while output.statistics.framesDetected < frames { try await Task.sleep(for: .milliseconds(5)) }
+        try await eventually("\(frames) frames detected", timeout: .seconds(600)) { output.statistics.framesDetected >= frames }
         session.stopRunning()
         let size = device.activeFormat.dimensions ?? Dimensions(width: 0, height: 0)
         return MetadataScan(batches: collector.drain(), truth: Array(scenario.sceneTruth(for: id).prefix(frames)),
@@ -258,11 +259,11 @@ private final class FaceDetectionController: MetadataOutputObjectsDelegate, Capt
         let outputURL = try TestSupport.temporaryDirectory() + "/seed004-metadata.mov"
         movieOutput.maxRecordedDuration = MediaTime(value: 2, timescale: 1)
         movieOutput.startRecording(to: outputURL, recordingDelegate: controller)
-        while metadataOutput.statistics.framesDetected < 45 { try await Task.sleep(for: .milliseconds(5)) }
+        try await eventually("45 frames detected", timeout: .seconds(600)) { metadataOutput.statistics.framesDetected >= 45 }
         // The face leaves the view (the seed removes its layer): an empty batch follows.
         try camera.applyControl(key: "scene.face", value: "off")
         try camera.applyControl(key: "scene.qrCode", value: "")
-        for _ in 0..<4000 where controller.finished.withLock({ $0 == nil }) { try await Task.sleep(for: .milliseconds(5)) }
+        try await eventually("the recording's finish", timeout: .seconds(600)) { controller.finished.withLock { $0 != nil } }
         mainQueue.sync {}
 
         let finish = try #require(controller.finished.withLock { $0 })
@@ -340,7 +341,7 @@ private final class FaceDetectionController: MetadataOutputObjectsDelegate, Capt
         let collector = MetadataCollector()
         output.setMetadataObjectsDelegate(collector, queue: collector.queue)
         try session.startRunning()
-        while output.statistics.framesDetected < 5 { try await Task.sleep(for: .milliseconds(5)) }
+        try await eventually("5 frames detected", timeout: .seconds(600)) { output.statistics.framesDetected >= 5 }
         session.stopRunning()
         let batches = collector.drain()
         let truth = try #require(scenario.sceneTruth(for: "sim:items").first)

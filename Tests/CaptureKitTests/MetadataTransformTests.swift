@@ -1,5 +1,6 @@
 import CaptureDetection
 import CaptureKit
+import CaptureKitTesting
 import Dispatch
 import Foundation
 import Testing
@@ -52,7 +53,7 @@ private final class RotatedFrameScanner: VideoDataOutputSampleBufferDelegate {
         }
         device.unlockForConfiguration()
         try session.startRunning()
-        while metadata.statistics.framesDetected < 10 || frames.deliveredFrameCount < 10 { try await Task.sleep(for: .milliseconds(5)) }
+        try await eventually("10 frames detected and delivered", timeout: .seconds(600)) { metadata.statistics.framesDetected >= 10 && frames.deliveredFrameCount >= 10 }
         session.stopRunning()
         scanner.queue.sync {}
         let rotated = scanner.found.withLock { $0 }

@@ -1,4 +1,5 @@
 import CaptureKit
+import CaptureKitTesting
 import Foundation
 import Testing
 
@@ -21,9 +22,7 @@ final class PhaseRecorder: PhotoCaptureDelegate {
     }
 
     func waitForFinish() async {
-        for _ in 0..<1000 where !phases.withLock({ $0.contains("didFinishCapture") }) {
-            try? await Task.sleep(for: .milliseconds(5))
-        }
+        await waitUntil(timeout: .seconds(30)) { phases.withLock { $0.contains("didFinishCapture") } }
     }
 }
 

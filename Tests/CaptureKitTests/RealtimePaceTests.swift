@@ -1,3 +1,4 @@
+import CaptureKitTesting
 @_spi(Testing) import CaptureKit
 import CaptureCore
 import Foundation
@@ -52,8 +53,7 @@ import Testing
             try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "sim:back")))
             try session.addOutput(collector)
             try session.startRunning()
-            let deadline = ContinuousClock.now + .seconds(30)
-            while collector.frames.count < 3, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+            await waitUntil(timeout: .seconds(30)) { collector.frames.count >= 3 }
             session.stopRunning()
             let seen = slices.withLock { $0 }
             #expect(seen.count == 3, "\(pace): \(seen.count) frames")
@@ -217,8 +217,7 @@ extension RealtimePaceTests {
             output.setSampleBufferDelegate(probe, queue: queue)
             try session.addOutput(output)
             try session.startRunning()
-            let deadline = ContinuousClock.now + .seconds(30)
-            while probe.calls.withLock({ $0.count }) < 6, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+            await waitUntil(timeout: .seconds(30)) { probe.calls.withLock { $0.count } >= 6 }
             session.stopRunning()
             let calls = probe.calls.withLock { $0 }
             #expect(calls.count >= 6, "\(pace): \(calls.count) callbacks")
@@ -239,15 +238,12 @@ extension RealtimePaceTests {
         let thread = DeliveryThread(name: "RealtimePaceTests.delivery")
         let seen = Locked<[Int]>([])
         for i in 0..<200 { thread.enqueue { seen.withLock { $0.append(i) } } }
-        var deadline = ContinuousClock.now + .seconds(10)
-        while seen.withLock({ $0.count }) < 200, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        await waitUntil(timeout: .seconds(10)) { seen.withLock { $0.count } >= 200 }
         #expect(seen.withLock { $0 } == Array(0..<200))
-        deadline = ContinuousClock.now + .seconds(10)
-        while thread.isRunning, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        await waitUntil(timeout: .seconds(10)) { !thread.isRunning }
         #expect(!thread.isRunning, "still running after 10 s without work")
         thread.enqueue { seen.withLock { $0.append(200) } }
-        deadline = ContinuousClock.now + .seconds(10)
-        while seen.withLock({ $0.count }) < 201, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        await waitUntil(timeout: .seconds(10)) { seen.withLock { $0.count } >= 201 }
         #expect(seen.withLock { $0.last } == 200)
     }
 }

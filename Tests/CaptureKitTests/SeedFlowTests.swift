@@ -1,4 +1,5 @@
 import CaptureKit
+import CaptureKitTesting
 import Foundation
 import Testing
 
@@ -17,7 +18,7 @@ private final class FinishWaiter: CaptureFileOutputRecordingDelegate {
         finished.withLock { $0 = (path, error, summary) }
     }
     func wait() async {
-        for _ in 0..<2000 where finished.withLock({ $0 == nil }) { try? await Task.sleep(for: .milliseconds(5)) }
+        await waitUntil(timeout: .seconds(30)) { finished.withLock { $0 != nil } }
     }
 }
 
@@ -85,7 +86,7 @@ private final class FinishWaiter: CaptureFileOutputRecordingDelegate {
         let filePath = try TestSupport.temporaryDirectory() + "/seed000.mov"
         let waiter = FinishWaiter()
         movieFileOutput.startRecording(to: filePath, recordingDelegate: waiter)
-        while movieFileOutput.recordedDuration < MediaTime(value: 1, timescale: 1) { try await Task.sleep(for: .milliseconds(2)) }
+        try await eventually("1 s recorded", timeout: .seconds(600)) { movieFileOutput.recordedDuration >= MediaTime(value: 1, timescale: 1) }
         movieFileOutput.stopRecording()
         await waiter.wait()
         let finish = try #require(waiter.finished.withLock { $0 })

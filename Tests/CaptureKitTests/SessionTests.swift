@@ -1,4 +1,5 @@
 import CaptureKit
+import CaptureKitTesting
 import Foundation
 import Testing
 
@@ -20,9 +21,6 @@ private final class AudioCounter: AudioDataOutputSampleBufferDelegate {
     }
 }
 
-private func waitUntil(_ condition: () -> Bool) async {
-    for _ in 0..<1000 where !condition() { try? await Task.sleep(for: .milliseconds(5)) }
-}
 
 @Suite struct SessionTests {
     // Each test gets its own simulator, so device state never leaks between parallel tests.
@@ -89,7 +87,7 @@ private func waitUntil(_ condition: () -> Bool) async {
         let input = try CaptureDeviceInput(device: registry.device(uniqueID: "sim:back"))
         #expect(session.canAddInput(input))
         try session.addInput(input)
-        await waitUntil { counter.count.withLock { $0 } >= 10 }
+        try await eventually("counter.count.withLock { $0 } >= 10", timeout: .seconds(30)) { counter.count.withLock { $0 } >= 10 }
         #expect(counter.count.withLock { $0 } >= 10)
         // A microphone keeps virtual time moving; samples are merged in PTS order, so once its
         // buffers have advanced past several frame periods, a still-running camera would have
@@ -125,7 +123,7 @@ private func waitUntil(_ condition: () -> Bool) async {
         connection.isEnabled = false
         #expect(!connection.isActive)
         try session.startRunning()
-        await waitUntil { countA.count.withLock { $0 } >= 20 }
+        try await eventually("countA.count.withLock { $0 } >= 20", timeout: .seconds(30)) { countA.count.withLock { $0 } >= 20 }
         session.stopRunning()
         #expect(countA.count.withLock { $0 } >= 20)
         #expect(countB.count.withLock { $0 } == 0)
@@ -157,7 +155,7 @@ private func waitUntil(_ condition: () -> Bool) async {
             }
         }
         try session.startRunning()
-        await waitUntil { counter.count.withLock { $0 } >= 5 }
+        try await eventually("counter.count.withLock { $0 } >= 5", timeout: .seconds(30)) { counter.count.withLock { $0 } >= 5 }
         let availability = DeviceAvailability.shared
         availability.markUnavailable(device, reason: .videoDeviceNotAvailableDueToSystemPressure)
         #expect(session.isInterrupted && !session.isRunning)
@@ -168,9 +166,9 @@ private func waitUntil(_ condition: () -> Bool) async {
         #expect(output.deliveredFrameCount == during, "frames delivered during the interruption")
         availability.markAvailable(device)
         #expect(session.isRunning)
-        await waitUntil { counter.count.withLock { $0 } >= during + 10 }
+        try await eventually("counter.count.withLock { $0 } >= during + 10", timeout: .seconds(30)) { counter.count.withLock { $0 } >= during + 10 }
         session.stopRunning()
-        await waitUntil { seen.withLock { $0.count } >= 4 }
+        try await eventually("seen.withLock { $0.count } >= 4", timeout: .seconds(30)) { seen.withLock { $0.count } >= 4 }
         listener.cancel()
         #expect(seen.withLock { $0 } == ["started", "interrupted(videoDeviceNotAvailableDueToSystemPressure)", "interruptionEnded", "stopped"])
         #expect(counter.count.withLock { $0 } >= during + 10)

@@ -1,4 +1,5 @@
 import CaptureKit
+import CaptureKitTesting
 import Foundation
 import Testing
 
@@ -75,7 +76,7 @@ import Testing
         defer { session.stopRunning() }
         let path = try TestSupport.temporaryDirectory() + "/stepped.mp4"
         let recording = Task { try await movie.record(to: path) }
-        while !movie.isRecording { try await Task.sleep(for: .milliseconds(1)) }
+        try await eventually("the movie to start recording") { movie.isRecording }
         try session.advance(by: MediaTime(value: 2, timescale: 1))
         movie.stopRecording()
         try session.advance(by: MediaTime(value: 1, timescale: 30))  // the stop takes effect at the next sample
@@ -109,7 +110,7 @@ import Testing
         #expect(counter.seen.withLock { $0.video.isEmpty }, "nothing before the first step")
         let path = try TestSupport.temporaryDirectory() + "/jittered.mp4"
         let recording = Task { try await movie.record(to: path) }
-        while !movie.isRecording { try await Task.sleep(for: .milliseconds(1)) }
+        try await eventually("the movie to start recording") { movie.isRecording }
         try session.advance(by: MediaTime(value: 1, timescale: 1))
         movie.stopRecording()
         try session.advance(by: MediaTime(value: 1, timescale: 30))

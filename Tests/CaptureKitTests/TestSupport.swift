@@ -1,4 +1,5 @@
 import CaptureKit
+import CaptureKitTesting
 import Foundation
 
 /// Shared helpers for the end-to-end tests: temporary folders, running the real ffmpeg tools as
@@ -27,11 +28,15 @@ enum TestSupport {
         try process.run()
         // Read both pipes before waiting so a chatty tool cannot block on a full pipe.
         let errData = Locked(Data())
-        let errReader = Thread { errData.withLock { $0 = err.fileHandleForReading.readDataToEndOfFile() } }
+        let errReaderDone = DispatchSemaphore(value: 0)
+        let errReader = Thread {
+            errData.withLock { $0 = err.fileHandleForReading.readDataToEndOfFile() }
+            errReaderDone.signal()
+        }
         errReader.start()
         let outData = out.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        while errReader.isExecuting || !errReader.isFinished { usleep(1000) }
+        errReaderDone.wait()  // the reader's end (the pipe closed with the process)
         return ToolResult(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
                           stderr: errData.withLock { String(decoding: $0, as: UTF8.self) })
     }
@@ -127,7 +132,7 @@ enum TestSupport {
         try session.startRunning()
         defer { session.stopRunning() }
         let recording = Task { try await movie.record(to: path) }
-        while !movie.isRecording { try await Task.sleep(for: .milliseconds(1)) }
+        try await eventually("the movie to start recording") { movie.isRecording }
         // 3 s of frames and one more: 2 s recorded, 1 s paused, then the limit ends the file.
         try session.advance(by: MediaTime(value: 91, timescale: 30))
         return try await recording.value

@@ -1,16 +1,12 @@
 import CaptureKit
+import CaptureKitTesting
 import Foundation
 
-/// Waits until `condition` holds or `timeout` passes; returns whether it holds. The condition is
-/// re-checked often, so the wait ends on the event, not on a fixed sleep.
+/// Waits until `condition` holds or `timeout` passes; returns whether it holds (the shared
+/// deadline-bounded wait of CaptureKitTesting, under the name these tests use).
 @discardableResult
 func waitFor(timeout: Duration, _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while !condition() {
-        guard ContinuousClock.now < deadline else { return false }
-        try? await Task.sleep(for: .milliseconds(2))
-    }
-    return true
+    await waitUntil(timeout: timeout, condition)
 }
 
 extension MovieFileOutput {

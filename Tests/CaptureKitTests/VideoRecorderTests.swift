@@ -1,4 +1,5 @@
 import CaptureKit
+import CaptureKitTesting
 import Foundation
 import Testing
 
@@ -11,7 +12,7 @@ private final class PickerDelegate: VideoRecorderDelegate {
     }
     func videoRecorderDidCancel(_ recorder: VideoRecorder) { cancelled.withLock { $0 = true } }
     func wait(_ done: @escaping @Sendable () -> Bool) async {
-        for _ in 0..<4000 where !done() { try? await Task.sleep(for: .milliseconds(2)) }
+        await waitUntil(timeout: .seconds(30), done)
     }
 }
 
@@ -98,7 +99,7 @@ private final class PickerDelegate: VideoRecorderDelegate {
         let recording = Task { () -> CaptureError? in
             do throws(CaptureError) { _ = try await recorder.record(to: cancelled); return nil } catch { return error }
         }
-        while !recorder.isRecording { try await Task.sleep(for: .milliseconds(1)) }
+        try await eventually("the recorder to start recording") { recorder.isRecording }
         recorder.cancel()
         let error = await recording.value
         #expect(error == .recordingCancelled)

@@ -1,4 +1,5 @@
 import CaptureKit
+import CaptureKitTesting
 import Foundation
 import Testing
 @testable import CaptureALSA
@@ -85,7 +86,7 @@ import Testing
 
     /// A PCM with nothing to give (a stalled card) must not hold `stop()` up: the reader waits in
     /// short turns and returns nil once stopped.
-    @Test func stopEndsAReadThatHasNothingToRead() throws {
+    @Test func stopEndsAReadThatHasNothingToRead() async throws {
         let fake = FakeALSA()
         let stream = try Self.stream(fake)
         try stream.start(at: .zero)
@@ -96,7 +97,8 @@ import Testing
             gotNil.withLock { $0 = sample == nil }
             returned.signal()
         }
-        Thread.sleep(forTimeInterval: 0.05)
+        // Stop while the reader waits on the PCM (the fake logs the wait).
+        try await eventually("the reader to wait on the PCM") { fake.trace.contains("wait") }
         stream.stop()
         #expect(returned.wait(timeout: .now() + 5) == .success, "nextSample still blocked after stop()")
         #expect(gotNil.withLock { $0 } == true)
@@ -268,10 +270,7 @@ import Testing
         output.setSampleBufferDelegate(recorder, queue: queue)
         try session.addOutput(output)
         try session.startRunning()
-        let deadline = ContinuousClock.now + .seconds(20)
-        while recorder.events.withLock({ $0.count }) < 6, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(2))
-        }
+        await waitUntil(timeout: .seconds(20)) { recorder.events.withLock { $0.count } >= 6 }
         session.stopRunning()
         queue.sync {}
         func pts(_ ms: Int64) -> MediaTime { Self.ns(ms * Self.ms) }

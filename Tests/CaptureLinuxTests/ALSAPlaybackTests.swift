@@ -1,4 +1,5 @@
 import CaptureKit
+import CaptureKitTesting
 import Foundation
 import Testing
 @testable import CaptureALSA
@@ -26,11 +27,6 @@ final class PlaybackDelegateSpy: AudioPlayerDelegate {
         var samples: [Float] = []
         try MediaFileReader(path: path).decode(video: nil, audio: { chunk, _, _, _ in samples += chunk })
         return (path, samples)
-    }
-
-    static func waitUntil(_ condition: () -> Bool) async {
-        let deadline = Date().addingTimeInterval(30)
-        while !condition() && Date() < deadline { try? await Task.sleep(for: .milliseconds(5)) }
     }
 
     /// The audio session's input gain on a real card is the mixer's capture volume: 48 of 0…64
@@ -70,7 +66,7 @@ final class PlaybackDelegateSpy: AudioPlayerDelegate {
         player.volume = 0.5
         #expect(player.play())
         await player.waitUntilStopped()
-        await Self.waitUntil { !delegate.finishes.withLock { $0.isEmpty } }
+        try await eventually("!delegate.finishes.withLock { $0.isEmpty }", timeout: .seconds(30)) { !delegate.finishes.withLock { $0.isEmpty } }
         #expect(delegate.finishes.withLock { $0 } == [true])
         let played = fake.played
         #expect(played.count == source.count)
@@ -119,7 +115,7 @@ final class PlaybackDelegateSpy: AudioPlayerDelegate {
         player.delegate = delegate
         #expect(player.play())
         await player.waitUntilStopped()
-        await Self.waitUntil { !delegate.finishes.withLock { $0.isEmpty } }
+        try await eventually("!delegate.finishes.withLock { $0.isEmpty }", timeout: .seconds(30)) { !delegate.finishes.withLock { $0.isEmpty } }
         #expect(player.error == .deviceDisconnected(FakeALSA.pcmName))
         #expect(delegate.finishes.withLock { $0 } == [false])
         #expect(fake.played.count == 2048, "two writes reached the card before the unplug")
@@ -150,7 +146,7 @@ final class PlaybackDelegateSpy: AudioPlayerDelegate {
         try session.addInput(CaptureDeviceInput(device: mic))
         try session.addOutput(output)
         try session.startRunning()
-        await ALSAPlaybackTests.waitUntil { output.statistics.framesWritten >= 48_000 * 5 / 2 }
+        try await eventually("output.statistics.framesWritten >= 48_000 * 5 / 2", timeout: .seconds(30)) { output.statistics.framesWritten >= 48_000 * 5 / 2 }
         session.stopRunning()
         let stats = output.statistics
         let played = fake.played

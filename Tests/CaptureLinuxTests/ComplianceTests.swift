@@ -1,4 +1,5 @@
 import CaptureKit
+import CaptureKitTesting
 import Foundation
 import Testing
 @testable import CaptureALSA
@@ -138,10 +139,7 @@ import Testing
         for run in 0..<2 {
             collector.samples.withLock { $0 = [] }
             try session.startRunning()
-            let deadline = ContinuousClock.now + .seconds(20)
-            while collector.samples.withLock({ $0.count }) < 12, ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(5))
-            }
+            await waitUntil(timeout: .seconds(20)) { collector.samples.withLock { $0.count } >= 12 }
             session.stopRunning()
             queue.sync {}  // what was handed to the delegate before the stop has arrived
             let samples = collector.samples.withLock { $0 }

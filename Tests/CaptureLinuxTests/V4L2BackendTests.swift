@@ -1,3 +1,4 @@
+import CaptureKitTesting
 import CaptureCore
 import Foundation
 import Testing
@@ -227,10 +228,7 @@ import Testing
         try session.addOutput(output)
         try session.startRunning()
         defer { session.stopRunning() }
-        let deadline = ContinuousClock.now + .seconds(30)
-        while output.frames.withLock({ $0.count }) < 3, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(2))
-        }
+        await waitUntil(timeout: .seconds(30)) { output.frames.withLock { $0.count } >= 3 }
         session.stopRunning()
         let duration = MediaTime(value: 1, timescale: 30)
         func pts(_ ms: Int64) -> MediaTime { MediaTime(value: base + ms * Self.ms, timescale: 1_000_000_000) - duration }

@@ -1,4 +1,5 @@
 import CaptureKit
+import CaptureKitTesting
 import Foundation
 import Testing
 @testable import CaptureV4L2
@@ -173,10 +174,9 @@ import Testing
             let events = session.eventStream()
             try session.startRunning()
             movie.startRecording(to: path, recordingDelegate: delegate)
-            let deadline = ContinuousClock.now + .seconds(150)
-            while movie.recordedDuration.seconds < 0.3, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+            await waitUntil(timeout: .seconds(150)) { movie.recordedDuration.seconds >= 0.3 }
             fake.disconnect()
-            while delegate.finishes.withLock({ $0.isEmpty }), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+            await waitUntil(timeout: .seconds(150)) { !delegate.finishes.withLock { $0.isEmpty } }
             let reported = await Self.runtimeErrors(in: events)
             errors.withLock { $0 = reported }
             // Stopping again must not finish the recording a second time.
@@ -196,10 +196,7 @@ import Testing
 
         // The streaming descriptor: unmapped every buffer once, closed once (when the last owner let go).
         let streamingFD = try #require(fake.trace.first { $0.call == .streamOn }?.fd)
-        let deadline = ContinuousClock.now + .seconds(60)
-        while !fake.trace.contains(where: { $0.call == .close && $0.fd == streamingFD }), ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(5))
-        }
+        await waitUntil(timeout: .seconds(60)) { fake.trace.contains { $0.call == .close && $0.fd == streamingFD } }
         let trace = fake.trace
         #expect(trace.filter { $0.call == .close && $0.fd == streamingFD }.count == 1)
         #expect(trace.filter { $0.call == .mmap && $0.error == nil }.count == 4)
@@ -223,8 +220,7 @@ import Testing
         let errors = Locked<[CaptureError]>([])
         let events = session.eventStream()
         try session.startRunning()
-        let deadline = ContinuousClock.now + .seconds(150)
-        while output.count.withLock({ $0 }) < 3, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        await waitUntil(timeout: .seconds(150)) { output.count.withLock { $0 } >= 3 }
         fake.inject(.dequeueBuffer, .ioError)
         let reported = await Self.runtimeErrors(in: events)
         errors.withLock { $0 = reported }
@@ -238,7 +234,7 @@ import Testing
         // A new run streams from the same device.
         let before = output.count.withLock { $0 }
         try session.startRunning()
-        while output.count.withLock({ $0 }) < before + 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        await waitUntil(timeout: .seconds(150)) { output.count.withLock { $0 } >= before + 2 }
         session.stopRunning()
         #expect(output.count.withLock { $0 } >= before + 2)
     }

@@ -1,4 +1,5 @@
 import CaptureKit
+import CaptureKitTesting
 import Foundation
 import Testing
 @testable import CaptureV4L2
@@ -35,19 +36,16 @@ import Testing
         try session.addOutput(data)
         try session.startRunning()
         defer { session.stopRunning() }
-        let deadline = ContinuousClock.now + .seconds(60)
-        while log.frames.withLock({ $0.count }) < 5, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        try await eventually("5 frames before the change") { log.frames.withLock { $0.count } >= 5 }
         let reported = Locked<MediaTime?>(nil)
         try camera.lockForConfiguration()
         try change(camera)
         // The completion of the last change made: the frame duration (every change sets it last).
         try camera.setActiveVideoMaxFrameDuration(camera.activeVideoMaxFrameDuration) { pts in reported.withLock { $0 = pts } }
         camera.unlockForConfiguration()
-        while reported.withLock({ $0 }) == nil, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        try await eventually("the change's completion") { reported.withLock { $0 } != nil }
         let at = try #require(reported.withLock { $0 })
-        while log.frames.withLock({ $0.filter { $0.pts >= at }.count }) < 5, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(5))
-        }
+        try await eventually("5 frames at or after the change") { log.frames.withLock { $0.filter { $0.pts >= at }.count } >= 5 }
         session.stopRunning()
         queue.sync {}
         return (log, at)
