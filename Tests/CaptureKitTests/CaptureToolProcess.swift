@@ -1,0 +1,88 @@
+import CaptureKit
+import Foundation
+
+/// The `capture` binary running in the background, its output collected as it comes, so a test
+/// acts on what the tool says (a "recording to" line, a status line) instead of after a fixed
+/// sleep: each wait has a deadline (`waitFor`) and fails naming what it waited for.
+final class CaptureToolProcess {
+    struct Exit {
+        var status: Int32
+        /// `.exit` for an ordinary exit, `.uncaughtSignal` when a signal ended the process.
+        var reason: Process.TerminationReason
+        var stdout: String
+        var stderr: String
+    }
+
+    struct Timeout: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    private struct Output {
+        var stdout = Data(), stderr = Data()
+        var stdoutClosed = false, stderrClosed = false
+    }
+
+    private let process: Process
+    private let output = Locked(Output())
+
+    init(_ arguments: [String]) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: CommandLineTests.binary)
+        process.arguments = arguments
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = FileHandle.nullDevice
+        let output = output
+        out.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            output.withLock { data.isEmpty ? ($0.stdoutClosed = true) : $0.stdout.append(data) }
+            if data.isEmpty { handle.readabilityHandler = nil }
+        }
+        err.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            output.withLock { data.isEmpty ? ($0.stderrClosed = true) : $0.stderr.append(data) }
+            if data.isEmpty { handle.readabilityHandler = nil }
+        }
+        self.process = process
+        try process.run()
+    }
+
+    var pid: Int32 { process.processIdentifier }
+    var stderr: String { output.withLock { String(decoding: $0.stderr, as: UTF8.self) } }
+
+    /// The first stderr line that `matches`, once the tool has printed it; throws after `timeout`
+    /// or when the tool ends first.
+    @discardableResult
+    func waitForStderrLine(_ what: String, timeout: Duration = .seconds(120), _ matches: (Substring) -> Bool) async throws -> String {
+        var found: Substring?
+        await waitFor(timeout: timeout) {
+            found = stderr.split(whereSeparator: { $0 == "\n" || $0 == "\r" }).first(where: matches)
+            return found != nil || !process.isRunning
+        }
+        guard let found else {
+            throw Timeout(description: "no stderr line \(what) within \(timeout) (running: \(process.isRunning)); stderr so far:\n\(stderr)")
+        }
+        return String(found)
+    }
+
+    /// Sends `signal` to the tool.
+    func send(_ signal: Int32) {
+        if process.isRunning { kill(process.processIdentifier, signal) }
+    }
+
+    /// Waits for the tool to end and its output to close; after `timeout` it is killed and this throws.
+    func exit(timeout: Duration = .seconds(120)) async throws -> Exit {
+        let ended = await waitFor(timeout: timeout) {
+            !process.isRunning && output.withLock { $0.stdoutClosed && $0.stderrClosed }
+        }
+        guard ended else {
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            throw Timeout(description: "the tool did not end within \(timeout); stderr:\n\(stderr)")
+        }
+        return output.withLock {
+            Exit(status: process.terminationStatus, reason: process.terminationReason,
+                 stdout: String(decoding: $0.stdout, as: UTF8.self), stderr: String(decoding: $0.stderr, as: UTF8.self))
+        }
+    }
+}

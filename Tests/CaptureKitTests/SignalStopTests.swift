@@ -1,0 +1,90 @@
+import CaptureKit
+import Foundation
+import Testing
+
+/// The `capture` tool, as a separate process, on SIGINT, SIGTERM, SIGHUP and SIGQUIT: `record`
+/// finishes a playable movie and `fixture record` a readable fixture with the buffers it took,
+/// exit 0 (StopSignals). Each signal is sent once the tool says it is recording (its own stderr
+/// line, awaited with a deadline). Serialized: each case runs the real tool, some in real time.
+@Suite(.serialized) struct SignalStopTests {
+    static let signals: [Int32] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT]
+
+    static func name(_ signal: Int32) -> String {
+        [SIGINT: "SIGINT", SIGTERM: "SIGTERM", SIGHUP: "SIGHUP", SIGQUIT: "SIGQUIT"][signal] ?? "\(signal)"
+    }
+
+    static func json(_ text: String) throws -> [String: Any] {
+        try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any], "not JSON: \(text)")
+    }
+
+    @Test(arguments: signals)
+    func recordFinishesAPlayableMovie(on signal: Int32) async throws {
+        let dir = try TestSupport.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/signalled.mp4"
+        // Virtual pace and an hour: still recording when the signal lands, however loaded the
+        // machine. Unfragmented (--fragment-interval 0): only a finished file has its index and plays.
+        let tool = try CaptureToolProcess(["record", "--camera", "sim:back", "--microphone", "sim:mic", "--duration", "3600",
+                                           "--size", "640x480", "--pace", "virtual", "--fragment-interval", "0",
+                                           "--preset", "ultrafast", "--progress", "--json", path])
+        try await tool.waitForStderrLine("'capture: recording to …'") { $0.hasPrefix("capture: recording to ") }
+        // A status line (one a second) counting 10 frames or more: both tracks have media by then.
+        try await tool.waitForStderrLine("with frame= ≥ 10") { Self.frames(inStatus: $0) ?? 0 >= 10 }
+        tool.send(signal)
+        let exit = try await tool.exit()
+        // The tool's own code: 0, the recording finished as asked (not 128 + signal, not a crash).
+        #expect(exit.reason == .exit && exit.status == 0, "\(Self.name(signal)): \(exit.reason) \(exit.status)\n\(exit.stderr)")
+        #expect(exit.stderr.contains("capture: \(Self.name(signal)) received: finishing"), "\(exit.stderr)")
+        #expect(!exit.stderr.contains("Crash") && !exit.stderr.contains("Backtrace"), "\(exit.stderr)")
+        let recording = try #require(try Self.json(exit.stdout)["recording"] as? [String: Any])
+        #expect(recording["stopReason"] as? String == "requested")
+        #expect(recording["fileIsUsable"] as? Bool == true)
+        #expect(recording["videoFrames"] as? Int ?? 0 > 0)
+
+        // An independent reader: both streams, a duration, and a decode without a complaint.
+        let streams = try TestSupport.probeStreams(path)
+        #expect(streams.compactMap { $0["codec_name"] as? String } == ["h264", "aac"], "\(streams)")
+        let format = try TestSupport.run("ffprobe", ["-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0", path])
+        let duration = Double(format.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+        #expect(format.status == 0 && duration > 0, "\(format.stdout)\(format.stderr)")
+        let decode = try TestSupport.run("ffmpeg", ["-v", "error", "-i", path, "-f", "null", "-"])
+        #expect(decode.status == 0 && decode.stderr.isEmpty, "\(decode.stderr)")
+    }
+
+    @Test(arguments: signals)
+    func fixtureRecordKeepsTheBuffersItTook(on signal: Int32) async throws {
+        let dir = try TestSupport.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/signalled.nut"
+        // Real time, ten minutes: the signal lands mid-recording. MJPEG frames are stored as they
+        // come (no FFV1 coding), so a loaded machine keeps up.
+        let tool = try CaptureToolProcess(["fixture", "record", "--camera", "sim:webcam", "--format", "640x480@30:MJPG",
+                                           "--duration", "600", "--pace", "realtime", "--progress", "--json", path])
+        try await tool.waitForStderrLine("'capture: recording fixture to …'") { $0.hasPrefix("capture: recording fixture to ") }
+        // A status line (one a second) that counts at least 3 frames taken.
+        let status = try await tool.waitForStderrLine("with frame= ≥ 3") { Self.frames(inStatus: $0) ?? 0 >= 3 }
+        let seen = try #require(Self.frames(inStatus: Substring(status)))
+        tool.send(signal)
+        let exit = try await tool.exit()
+        #expect(exit.reason == .exit && exit.status == 0, "\(Self.name(signal)): \(exit.reason) \(exit.status)\n\(exit.stderr)")
+        #expect(exit.stderr.contains("capture: \(Self.name(signal)) received: finishing"), "\(exit.stderr)")
+        let summary = try Self.json(exit.stdout)
+        #expect(summary["stopReason"] as? String == "requested")
+        let buffers = try #require((summary["buffers"] as? [Int])?.first)
+        #expect(buffers >= seen, "the fixture holds \(buffers) frames; \(seen) were counted before the signal")
+
+        // `capture fixture info` reads it whole: the end record is there, and so is every frame.
+        let info = try TestSupport.run(CommandLineTests.binary, ["fixture", "info", "--json", path])
+        #expect(info.status == 0, "\(info.stderr)")
+        let camera = try #require((try Self.json(info.stdout)["devices"] as? [[String: Any]])?.first)
+        #expect(camera["buffers"] as? Int == buffers)
+        let first = try #require(camera["firstPTS"] as? Double), last = try #require(camera["lastPTS"] as? Double)
+        #expect(last - first >= Double(seen - 1) / 30 - 0.001, "\(first)…\(last) for \(buffers) frames")
+    }
+
+    /// N in a status line's `frame=    N` (nil: not a status line).
+    static func frames(inStatus line: Substring) -> Int? {
+        guard let range = line.range(of: "frame=") else { return nil }
+        return Int(line[range.upperBound...].drop(while: { $0 == " " }).prefix(while: \.isNumber))
+    }
+}
