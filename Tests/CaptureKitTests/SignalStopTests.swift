@@ -82,6 +82,50 @@ import Testing
         #expect(last - first >= Double(seen - 1) / 30 - 0.001, "\(first)…\(last) for \(buffers) frames")
     }
 
+    /// A real hangup, not a `kill`: the tool runs on a pseudo-terminal (its controlling terminal,
+    /// with the status line redrawn on it) and the terminal goes away. The kernel sends SIGHUP and
+    /// every later write to the terminal fails (EIO); the movie is still finished and plays.
+    @Test func recordFinishesThePlayableMovieWhenItsTerminalHangsUp() async throws {
+        let dir = try TestSupport.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/hangup.mp4"
+        // Python's pty.fork: the child leads a new session whose controlling terminal is the pty.
+        // The parent reads the tool's output until a status line counts 10 frames (60 s deadline),
+        // closes the terminal, and reports how the tool ended (within 120 s, else kills it).
+        let script = #"""
+            import os, pty, re, select, signal, sys, time
+            pid, fd = pty.fork()
+            if pid == 0:
+                os.execv(sys.argv[1], sys.argv[1:])
+            seen, deadline = b"", time.monotonic() + 60
+            while not any(int(n) >= 10 for n in re.findall(rb"frame= *(\d+)", seen)):
+                if time.monotonic() > deadline:
+                    print("no status line within 60 s:", seen.decode(errors="replace")); os.kill(pid, signal.SIGKILL); sys.exit(2)
+                ready, _, _ = select.select([fd], [], [], 1)
+                if ready:
+                    try: seen += os.read(fd, 4096)
+                    except OSError: print("the tool ended first:", seen.decode(errors="replace")); sys.exit(2)
+            os.close(fd)
+            deadline = time.monotonic() + 120
+            while True:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done: break
+                if time.monotonic() > deadline:
+                    os.kill(pid, signal.SIGKILL); print("still running 120 s after the hangup"); sys.exit(2)
+                select.select([], [], [], 0.05)
+            print("exit" if os.WIFEXITED(status) else "signal", os.WEXITSTATUS(status) if os.WIFEXITED(status) else os.WTERMSIG(status))
+            """#
+        let result = try await offPool("python3", ["-c", script, CommandLineTests.binary, "record", "--camera", "sim:back",
+                                                   "--microphone", "sim:mic", "--duration", "3600", "--size", "640x480",
+                                                   "--pace", "virtual", "--fragment-interval", "0", "--preset", "ultrafast", path])
+        #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+        #expect(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "exit 0", "\(result.stdout)\(result.stderr)")
+        let streams = try TestSupport.probeStreams(path)
+        #expect(streams.compactMap { $0["codec_name"] as? String } == ["h264", "aac"], "\(streams)")
+        let decode = try TestSupport.run("ffmpeg", ["-v", "error", "-i", path, "-f", "null", "-"])
+        #expect(decode.status == 0 && decode.stderr.isEmpty, "\(decode.stderr)")
+    }
+
     /// N in a status line's `frame=    N` (nil: not a status line).
     static func frames(inStatus line: Substring) -> Int? {
         guard let range = line.range(of: "frame=") else { return nil }
