@@ -82,6 +82,28 @@ import Testing
         #expect(last - first >= Double(seen - 1) / 30 - 0.001, "\(first)…\(last) for \(buffers) frames")
     }
 
+    @Test(arguments: signals)
+    func audioRecordFinishesAPlayableFile(on signal: Int32) async throws {
+        let dir = try TestSupport.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/signalled.wav"
+        let tool = try CaptureToolProcess(["audio", "record", "--microphone", "sim:mic", "--duration", "600", "--pace", "realtime",
+                                           "--progress", path])
+        // A status line (one a second) past half a second of media.
+        try await tool.waitForStderrLine("with time= ≥ 0.5 s") { Self.seconds(inStatus: $0) ?? 0 >= 0.5 }
+        tool.send(signal)
+        let exit = try await tool.exit()
+        #expect(exit.reason == .exit && exit.status == 0, "\(Self.name(signal)): \(exit.reason) \(exit.status)\n\(exit.stderr)")
+        #expect(exit.stderr.contains("capture: \(Self.name(signal)) received: finishing"), "\(exit.stderr)")
+        #expect(exit.stdout.hasPrefix("recorded "), "\(exit.stdout)")
+        let streams = try TestSupport.probeStreams(path)
+        #expect(streams.compactMap { $0["codec_name"] as? String } == ["pcm_s16le"], "\(streams)")
+        let format = try TestSupport.run("ffprobe", ["-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0", path])
+        #expect((Double(format.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0) >= 0.5, "\(format.stdout)")
+        let decode = try TestSupport.run("ffmpeg", ["-v", "error", "-i", path, "-f", "null", "-"])
+        #expect(decode.status == 0 && decode.stderr.isEmpty, "\(decode.stderr)")
+    }
+
     /// A real hangup, not a `kill`: the tool runs on a pseudo-terminal (its controlling terminal,
     /// with the status line redrawn on it) and the terminal goes away. The kernel sends SIGHUP and
     /// every later write to the terminal fails (EIO); the movie is still finished and plays.
@@ -124,6 +146,14 @@ import Testing
         #expect(streams.compactMap { $0["codec_name"] as? String } == ["h264", "aac"], "\(streams)")
         let decode = try TestSupport.run("ffmpeg", ["-v", "error", "-i", path, "-f", "null", "-"])
         #expect(decode.status == 0 && decode.stderr.isEmpty, "\(decode.stderr)")
+    }
+
+    /// The media seconds in a status line's `time=HH:MM:SS.ss` (nil: not a status line).
+    static func seconds(inStatus line: Substring) -> Double? {
+        guard let range = line.range(of: "time=") else { return nil }
+        let parts = line[range.upperBound...].prefix(while: { $0.isNumber || $0 == ":" || $0 == "." }).split(separator: ":")
+        guard parts.count == 3, let h = Double(parts[0]), let m = Double(parts[1]), let s = Double(parts[2]) else { return nil }
+        return h * 3600 + m * 60 + s
     }
 
     /// N in a status line's `frame=    N` (nil: not a status line).
