@@ -104,6 +104,27 @@ import Testing
         #expect(decode.status == 0 && decode.stderr.isEmpty, "\(decode.stderr)")
     }
 
+    /// What a signal before the fixture is armed comes to (`fixture record` checks for one in
+    /// `started`): stopped at once, `record(to:)` still returns the summary and the fixture is
+    /// finished — no "ended before it was awaited" failure.
+    @Test func aFixtureStoppedAsSoonAsItIsArmedIsFinished() async throws {
+        let dir = try TestSupport.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let registry = CaptureKit.makeRegistry(seed: 7)
+        let session = CaptureSession(pace: .virtual)
+        try session.addInput(CaptureDeviceInput(device: registry.device(uniqueID: "sim:webcam")))
+        let fixture = FixtureRecordingOutput()
+        try session.addOutput(fixture)
+        try session.startRunning()
+        defer { session.stopRunning() }
+        let summary = try await fixture.record(to: dir + "/armed.nut") { _ = try? fixture.stopRecording() }
+        #expect(summary.stopReason == "requested")
+        #expect(!fixture.isRecording)
+        let info = try TestSupport.run(CommandLineTests.binary, ["fixture", "info", "--json", dir + "/armed.nut"])
+        #expect(info.status == 0, "\(info.stderr)")
+        #expect((try Self.json(info.stdout)["devices"] as? [[String: Any]])?.first?["buffers"] as? Int == summary.buffers.first)
+    }
+
     /// A real hangup, not a `kill`: the tool runs on a pseudo-terminal (its controlling terminal,
     /// with the status line redrawn on it) and the terminal goes away. The kernel sends SIGHUP and
     /// every later write to the terminal fails (EIO); the movie is still finished and plays.
