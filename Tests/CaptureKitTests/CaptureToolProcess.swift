@@ -77,8 +77,9 @@ final class CaptureToolProcess {
             !process.isRunning && output.withLock { $0.stdoutClosed && $0.stderrClosed }
         }
         guard ended else {
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-            throw Timeout(description: "the tool did not end within \(timeout); stderr:\n\(stderr)")
+            defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+            let state = output.withLock { "stdout closed: \($0.stdoutClosed), stderr closed: \($0.stderrClosed), stdout: \(String(decoding: $0.stdout, as: UTF8.self))" }
+            throw Timeout(description: "the tool did not end within \(timeout) (running: \(process.isRunning); \(state)); stderr:\n\(stderr)")
         }
         return output.withLock {
             Exit(status: process.terminationStatus, reason: process.terminationReason,

@@ -8,9 +8,10 @@ import Testing
 @Suite struct CorruptFrameEncodingTests {
     /// A 3 s virtual-pace recording of the MJPEG webcam (640x480 @ 30) with the microphone, frame
     /// 40 damaged as `kind`, encoded with `codec` into `path`.
-    static func record(_ kind: FrameCorruption, codec: VideoCodec = .h264, to path: String) async throws -> RecordingSummary {
+    static func record(_ kind: FrameCorruption, at frame: Int64 = 40, codec: VideoCodec = .h264, fragmentInterval: MediaTime = .invalid,
+                       to path: String) async throws -> RecordingSummary {
         let scenario = SimulatorScenario()
-        scenario.faults = FaultTimeline([FaultEvent(at: .frame(40), device: "sim:webcam", fault: .corruptFrame(kind))])
+        scenario.faults = FaultTimeline([FaultEvent(at: .frame(frame), device: "sim:webcam", fault: .corruptFrame(kind))])
         let registry = CaptureKit.makeRegistry(seed: 3, scenario: scenario)
         let session = CaptureSession(pace: .virtual)
         try session.setSessionPreset(.inputPriority)
@@ -26,6 +27,7 @@ import Testing
         movie.settings.videoMode = .encode(codec)
         movie.settings.preset = .ultrafast
         movie.maxRecordedDuration = MediaTime(value: 3, timescale: 1)
+        movie.movieFragmentInterval = fragmentInterval
         try session.addOutput(movie)
         try session.startRunning()
         defer { session.stopRunning() }
@@ -61,6 +63,22 @@ import Testing
         let decode = try TestSupport.run("ffmpeg", ["-v", "error", "-i", path, "-f", "null", "-"])
         #expect(decode.status == 0 && decode.stderr.isEmpty, "\(decode.stderr)")
         #expect(try TestSupport.analyze(path).droppedIndices == [40])
+    }
+
+    @Test func aKeyframeDueAtTheDamagedFrameGoesToTheNextOne() async throws {
+        // One-second fragments start on forced keyframes at 1 s and 2 s; frame 30 (1.000 s) is damaged.
+        let dir = try TestSupport.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/fragmented.mp4"
+        let summary = try await Self.record(.truncated, at: 30, fragmentInterval: MediaTime(value: 1, timescale: 1), to: path)
+        #expect(summary.invalidFramesSkipped == 1 && summary.videoFrames == 89)
+        let packets = try TestSupport.run("ffprobe", ["-v", "error", "-select_streams", "v:0", "-show_entries", "packet=pts_time,flags",
+                                                      "-of", "csv=p=0", path])
+        #expect(packets.status == 0, "\(packets.stderr)")
+        let keyframes = packets.stdout.split(separator: "\n").filter { $0.contains(",K") }
+            .compactMap { Double($0.split(separator: ",")[0]) }.map { Int(($0 * 30).rounded()) }
+        // Frame 31 (the file's 31st: the file starts at frame 0) takes the keyframe frame 30 was due.
+        #expect(keyframes == [0, 31, 60], "keyframes at file frames \(keyframes)")
     }
 
     @Test func theToolSaysWhichFrameItLeftOutAndWhy() async throws {
