@@ -125,6 +125,26 @@ import Testing
         #expect((try Self.json(info.stdout)["devices"] as? [[String: Any]])?.first?["buffers"] as? Int == summary.buffers.first)
     }
 
+    /// Standard error is a pipe nobody reads any more (`capture record … 2>&1 | head -1`): the
+    /// start and status lines fail with EPIPE (SIGPIPE is ignored), the recording is finished.
+    @Test func aClosedStandardErrorDoesNotCostTheRecording() async throws {
+        let dir = try TestSupport.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/closed-stderr.mp4"
+        let script = """
+            import os, subprocess, sys
+            r, w = os.pipe(); os.close(r)
+            p = subprocess.run(sys.argv[1:], stderr=w, stdout=subprocess.PIPE, timeout=300)
+            print(p.returncode)
+            """
+        let result = try await offPool("python3", ["-c", script, CommandLineTests.binary, "record", "--camera", "sim:back",
+                                                   "--duration", "2", "--pace", "virtual", "--progress", "--preset", "ultrafast", path])
+        #expect(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "0", "\(result.stdout)\(result.stderr)")
+        let decode = try TestSupport.run("ffmpeg", ["-v", "error", "-i", path, "-f", "null", "-"])
+        #expect(decode.status == 0 && decode.stderr.isEmpty, "\(decode.stderr)")
+        #expect(try TestSupport.probeStreams(path).first?["nb_read_frames"] as? String == "60")
+    }
+
     /// A real hangup, not a `kill`: the tool runs on a pseudo-terminal (its controlling terminal,
     /// with the status line redrawn on it) and the terminal goes away. The kernel sends SIGHUP and
     /// every later write to the terminal fails (EIO); the movie is still finished and plays.
