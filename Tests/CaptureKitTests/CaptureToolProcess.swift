@@ -78,8 +78,10 @@ final class CaptureToolProcess {
         }
         guard ended else {
             defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+            // Still running: where its threads are (gdb, when installed), so a hang names its place.
+            let stacks = process.isRunning ? (try? TestSupport.run("gdb", ["-p", "\(pid)", "-batch", "-ex", "thread apply all bt 12"]))?.stdout ?? "" : ""
             let state = output.withLock { "stdout closed: \($0.stdoutClosed), stderr closed: \($0.stderrClosed), stdout: \(String(decoding: $0.stdout, as: UTF8.self))" }
-            throw Timeout(description: "the tool did not end within \(timeout) (running: \(process.isRunning); \(state)); stderr:\n\(stderr)")
+            throw Timeout(description: "the tool did not end within \(timeout) (running: \(process.isRunning); \(state)); stderr:\n\(stderr)\n\(stacks)")
         }
         return output.withLock {
             Exit(status: process.terminationStatus, reason: process.terminationReason,
