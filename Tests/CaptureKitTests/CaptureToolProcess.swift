@@ -33,19 +33,19 @@ final class CaptureToolProcess {
         process.standardOutput = out
         process.standardError = err
         process.standardInput = FileHandle.nullDevice
+        try process.run()
+        // One reading thread per pipe (blocking reads until end of file): Foundation's
+        // readabilityHandler sometimes never reports the end of a pipe the tool closed.
         let output = output
-        out.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            output.withLock { data.isEmpty ? ($0.stdoutClosed = true) : $0.stdout.append(data) }
-            if data.isEmpty { handle.readabilityHandler = nil }
-        }
-        err.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            output.withLock { data.isEmpty ? ($0.stderrClosed = true) : $0.stderr.append(data) }
-            if data.isEmpty { handle.readabilityHandler = nil }
+        for (handle, isStdout) in [(out.fileHandleForReading, true), (err.fileHandleForReading, false)] {
+            Thread {
+                while case let data = handle.availableData, !data.isEmpty {
+                    output.withLock { isStdout ? $0.stdout.append(data) : $0.stderr.append(data) }
+                }
+                output.withLock { isStdout ? ($0.stdoutClosed = true) : ($0.stderrClosed = true) }
+            }.start()
         }
         self.process = process
-        try process.run()
     }
 
     var pid: Int32 { process.processIdentifier }
