@@ -37,11 +37,14 @@ let package = Package(
             name: "CZBar", path: "Sources/CZBar", pkgConfig: "zbar", providers: [.apt(["libzbar-dev"])]),
         .systemLibrary(
             name: "CQREncode", path: "Sources/CQREncode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
-        // OpenCV's cascade face detector behind a C header (Debian ships no opencv4.pc without the
-        // whole of libopencv-dev, so the include path and libraries are named here).
+        // OpenCV's cascade face detector behind a C header. OpenCV's headers live in /usr/include/opencv4
+        // (libopencv-objdetect-dev), which Debian exposes through no pkg-config file short of the whole
+        // of libopencv-dev, whose opencv4.pc would link every OpenCV module. `opencv` is a symbolic link
+        // to that folder, searched as a header path (no unsafe flags: usable as a versioned dependency),
+        // and the three libraries the detector uses are named.
         .target(
-            name: "CFaceDetect", path: "Sources/CFaceDetect",
-            cxxSettings: [.unsafeFlags(["-I/usr/include/opencv4"])],
+            name: "CFaceDetect", path: "Sources/CFaceDetect", exclude: ["opencv"],
+            cxxSettings: [.headerSearchPath("opencv")],
             linkerSettings: [.linkedLibrary("opencv_objdetect"), .linkedLibrary("opencv_imgproc"), .linkedLibrary("opencv_core"),
                              .linkedLibrary("stdc++")]),
         // What Swift cannot import: function-like macros, compound literals, ioctl numbers.

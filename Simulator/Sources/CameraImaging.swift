@@ -228,6 +228,7 @@ enum CameraImaging {
 
     /// Blur work memory, kept for the next frame (one per concurrent blur; a size that grows
     /// replaces it). Taken and given back under a lock, so cameras on several threads each get their own.
+    // unchecked: raw scratch memory, used only by the thread that took it from `free` until it gives it back.
     final class BlurScratch: @unchecked Sendable {
         // Owned by whoever took it from `free`; never shared while taken.
         let base: UnsafeMutableRawPointer

@@ -2,62 +2,6 @@ import CaptureCore
 import Foundation
 import Synchronization
 
-/// What the simulated camera does to the scene in one frame. `neutral` renders the scene's
-/// reflectances as they are.
-public struct CameraEffects: Sendable, Hashable {
-    /// Linear-light multiplier per channel: illuminance × exposure × white-balance gain (clipped at 1).
-    public var red = 1.0, green = 1.0, blue = 1.0
-    /// Defocus: box-blur radius in pixels (0 = sharp).
-    public var blurRadius = 0
-    /// Sensor noise: standard deviation in 8-bit luma code values (0 = none).
-    public var noiseSigma = 0.0
-    /// Digital zoom about the centre (1 = none).
-    public var zoom = 1.0
-    /// Encode full-range (420f) instead of video-range luma and chroma.
-    public var fullRange = false
-
-    public init() {}
-    public static let neutral = CameraEffects()
-}
-
-/// Where to measure a frame for the auto controllers (rectangles in pixels).
-public struct MeteringRequest: Sendable, Hashable {
-    public var exposureRegion: PixelRect?
-    public var focusRegion: PixelRect?
-    public var grayWorld = false
-    public init(exposureRegion: PixelRect? = nil, focusRegion: PixelRect? = nil, grayWorld: Bool = false) {
-        self.exposureRegion = exposureRegion
-        self.focusRegion = focusRegion
-        self.grayWorld = grayWorld
-    }
-}
-
-public struct PixelRect: Sendable, Hashable {
-    public var x0, y0, x1, y1: Int
-    public init(x0: Int, y0: Int, x1: Int, y1: Int) { self.x0 = x0; self.y0 = y0; self.x1 = x1; self.y1 = y1 }
-}
-
-/// What the camera's statistics engine saw in a frame (before the markers were drawn).
-public struct FrameMeasurements: Sendable, Hashable {
-    /// Mean luma code value in the exposure region.
-    public var meanLuma: Double?
-    /// Mean absolute horizontal luma difference in the focus region (a contrast/sharpness measure).
-    public var contrast: Double?
-    /// Mean linear R, G, B over the scene (for gray-world white balance).
-    public var linearMeans: (r: Double, g: Double, b: Double)?
-
-    public static func == (a: FrameMeasurements, b: FrameMeasurements) -> Bool {
-        a.meanLuma == b.meanLuma && a.contrast == b.contrast && a.linearMeans?.r == b.linearMeans?.r
-            && a.linearMeans?.g == b.linearMeans?.g && a.linearMeans?.b == b.linearMeans?.b
-    }
-
-    public func hash(into hasher: inout Hasher) {
-        hasher.combine(meanLuma)
-        hasher.combine(contrast)
-        hasher.combine(linearMeans?.r)
-    }
-}
-
 /// Draws simulated frames. Frame `n` is a pure function of (format, seed, n, camera effects): a
 /// scene in linear light — 75 % colour bars, an 18 % grey card, a dark textured band and a box that
 /// moves every frame — seen through the camera (exposure, white balance, torch, zoom, defocus, noise),
@@ -75,8 +19,8 @@ public final class SyntheticFrameRenderer: Sendable {
     public let frameDuration: MediaTime
     public let layout: FrameMarkerLayout
     public let seed: UInt64
-    private let rects: [SceneRect]
-    private let palette: [LinearColor]
+    let rects: [SceneRect]
+    let palette: [LinearColor]
     private let boxSize: Int
     private let boxY: Int
     private let boxX0: Int
@@ -86,7 +30,7 @@ public final class SyntheticFrameRenderer: Sendable {
     public let greyCard: PixelRect
     /// The textured (checkerboard) band.
     public let texturedBand: PixelRect
-    private let cache = Locked<BackgroundCache?>(nil)
+    let cache = Locked<BackgroundCache?>(nil)
     /// The copy a shaken or stabilized frame is moved from (made on first use).
     private let motionScratch = Locked<PixelBuffer?>(nil)
     let painter = SceneItemPainter()
@@ -95,15 +39,16 @@ public final class SyntheticFrameRenderer: Sendable {
     struct LinearColor: Sendable { var r: Double, g: Double, b: Double }
     struct SceneRect: Sendable { var x0, y0, x1, y1: Int; var color: Int }
 
-    final class BackgroundCache: @unchecked Sendable {
-        // Only touched under the renderer's `cache` mutex (`blurred` is made there, on second use).
+    final class BackgroundCache: Sendable {
+        // Used under the renderer's `cache` mutex (`blurred` is made there, on second use); the
+        // mutable parts have their own (uncontended) lock and atomic so the type is checked.
         let key: CameraEffects
         let buffer: PixelBuffer
         /// The background blurred at `key.blurRadius`, for frames that reuse it: made when a second
         /// frame uses this background (while the effects change every frame, as an AF sweep's
         /// radius does, blurring it ahead would only add work).
-        var blurred: CameraImaging.BlurredBackground?
-        var uses = 0
+        let blurred = Locked<CameraImaging.BlurredBackground?>(nil)
+        let uses = Atomic<Int>(0)
         init(key: CameraEffects, buffer: PixelBuffer) { self.key = key; self.buffer = buffer }
     }
 
@@ -142,7 +87,7 @@ public final class SyntheticFrameRenderer: Sendable {
     package static func allowAVX2(_ allowed: Bool) { CameraImaging.allowAVX2(allowed) }
 
     /// True once the cached background has been blurred ahead (a blurred frame reused it).
-    package var backgroundRowPassIsCached: Bool { cache.withLock { $0?.blurred != nil } }
+    package var backgroundRowPassIsCached: Bool { cache.withLock { $0?.blurred.withLock { $0 != nil } ?? false } }
 
     public convenience init(pixelFormat: PixelFormat, dimensions: Dimensions, frameDuration: MediaTime, seed: UInt64) throws(CaptureError) {
         try self.init(pixelFormat: pixelFormat, dimensions: dimensions, frameDuration: frameDuration, seed: seed, reusesBackgroundRowPass: true)
@@ -210,46 +155,6 @@ public final class SyntheticFrameRenderer: Sendable {
         boxColorIndex = palette.count - 1
         self.palette = palette
         self.rects = rects
-    }
-
-    // MARK: Colour
-
-    static func linear(_ c: YCbCr) -> LinearColor {
-        let y = (Double(c.y) - 16) / 219, cb = (Double(c.cb) - 128) / 224, cr = (Double(c.cr) - 128) / 224
-        func lin(_ v: Double) -> Double { pow(min(max(v, 0), 1), gamma) }
-        return LinearColor(r: lin(y + 1.402 * cr), g: lin(y - 0.344_136 * cb - 0.714_136 * cr), b: lin(y + 1.772 * cb))
-    }
-
-    static func encode(_ c: LinearColor, fullRange: Bool) -> YCbCr {
-        func g(_ v: Double) -> Double { pow(min(max(v, 0), 1), 1 / gamma) }
-        let r = g(c.r), gg = g(c.g), b = g(c.b)
-        let y = 0.299 * r + 0.587 * gg + 0.114 * b
-        let cb = (b - y) / 1.772, cr = (r - y) / 1.402
-        func clamp(_ v: Double) -> UInt8 { UInt8(min(max(v.rounded(), 0), 255)) }
-        if fullRange { return YCbCr(y: clamp(255 * y), cb: clamp(128 + 255 * cb), cr: clamp(128 + 255 * cr)) }
-        return YCbCr(y: clamp(16 + 219 * y), cb: clamp(128 + 224 * cb), cr: clamp(128 + 224 * cr))
-    }
-
-    /// Linear light of a video-range luma code value (the inverse of the renderer's transfer).
-    public static func linearLight(ofLuma code: Double) -> Double {
-        pow(min(max((code - 16) / 219, 0), 1), gamma)
-    }
-
-    /// `v^gamma` for v in 0…1 in steps of 1/4096 (statistics use it instead of `pow`).
-    package static let linearTable: [Double] = (0...4096).map { pow(Double($0) / 4096, gamma) }
-
-    /// Linear R, G, B of a video-range Y'CbCr sample (table-based; for statistics).
-    static func linearRGB(y: Double, cb: Double, cr: Double) -> (Double, Double, Double) {
-        linearTable.withUnsafeBufferPointer { linearRGB(y: y, cb: cb, cr: cr, table: $0) }
-    }
-
-    /// `linearRGB` with the table at hand (the statistics loop's form: no per-sample global access).
-    @inline(__always)
-    static func linearRGB(y: Double, cb: Double, cr: Double, table: UnsafeBufferPointer<Double>) -> (Double, Double, Double) {
-        let yp = (y - 16) / 219, cbp = (cb - 128) / 224, crp = (cr - 128) / 224
-        // Nearest table entry; v ≥ 0, so truncating v + 0.5 rounds (and avoids a libm call per sample).
-        func lin(_ v: Double) -> Double { table[Int(min(max(v, 0), 1) * 4096 + 0.5)] }
-        return (lin(yp + 1.402 * crp), lin(yp - 0.344_136 * cbp - 0.714_136 * crp), lin(yp + 1.772 * cbp))
     }
 
     // MARK: Rendering
@@ -342,128 +247,9 @@ public final class SyntheticFrameRenderer: Sendable {
                              topBand: layout.stampBandHeight)
     }
 
-    private func scale(_ c: LinearColor, _ e: CameraEffects) -> LinearColor {
-        LinearColor(r: c.r * e.red, g: c.g * e.green, b: c.b * e.blue)
-    }
-
-    private func transform(_ r: SceneRect, zoom: Double) -> SceneRect {
-        guard zoom != 1 else { return r }
-        let cx = Double(width) / 2, cy = Double(height) / 2
-        func tx(_ v: Int) -> Int { min(max(Int((cx + (Double(v) - cx) * zoom).rounded()), 0), width) }
-        func ty(_ v: Int) -> Int { min(max(Int((cy + (Double(v) - cy) * zoom).rounded()), 0), height) }
-        return SceneRect(x0: tx(r.x0), y0: ty(r.y0), x1: tx(r.x1), y1: ty(r.y1), color: r.color)
-    }
-
-    /// Copies the cached background for these effects, or draws (and caches) it. With `onlyRows`
-    /// (luma rows), from the background's second use on, planes the blur will rewrite get only
-    /// those rows, and the background blurred ahead is returned for the blur to take the others from.
-    private func drawBackground(_ effects: CameraEffects, into buffer: PixelBuffer,
-                                onlyRows: Range<Int>? = nil) -> (blurred: CameraImaging.BlurredBackground, drawnRows: Range<Int>)? {
-        cache.withLock { cached -> (blurred: CameraImaging.BlurredBackground, drawnRows: Range<Int>)? in
-            let background = cachedBackground(effects, &cached)
-            let template = background.buffer
-            background.uses += 1
-            guard let onlyRows, background.blurred != nil || background.uses > 1 else {
-                CameraImaging.copyPlanes(of: template, into: buffer)
-                return nil
-            }
-            let plan = CameraImaging.blurPlan(buffer, radius: effects.blurRadius)
-            CameraImaging.copyRows(of: template, into: buffer) { plane in
-                plan.first { $0.index == plane }?.rows(ofLumaRows: onlyRows) ?? 0..<buffer.planeRows[plane]
-            }
-            let blurred = background.blurred ?? CameraImaging.BlurredBackground(template, radius: effects.blurRadius)
-            background.blurred = blurred
-            return (blurred, onlyRows)
-        }
-    }
-
-    /// What a plain or noisy frame drew over its background (kept with the buffer's memory,
-    /// `PixelBuffer.producerContent`; one per buffer's memory, updated in place while the background
-    /// stays the same).
-    final class PlainFrame {
-        /// Weak: a buffer in a pool must not keep a background the cache has dropped alive.
-        weak var background: BackgroundCache?
-        var box = PixelRect(x0: 0, y0: 0, x1: 0, y1: 0)
-        /// False after a noisy frame: its chroma is the background's outside the box and markers, its luma is not.
-        var lumaIsBackground = true
-        init(background: BackgroundCache) { self.background = background }
-    }
-
-    /// The rectangles the markers cover (luma coordinates): the stamp band and the sync marker.
-    private var markerRects: (PixelRect, PixelRect) {
-        (PixelRect(x0: 0, y0: 0, x1: width, y1: layout.stampBandHeight),
-         PixelRect(x0: layout.syncMarkerColumns.lowerBound, y0: layout.syncMarkerRows.lowerBound,
-                   x1: layout.syncMarkerColumns.upperBound, y1: layout.syncMarkerRows.upperBound))
-    }
-
     /// Frames whose background was put back from what their memory last held, not copied whole.
     package var partialBackgroundCount: Int { partialBackgrounds.load(ordering: .relaxed) }
-    private let partialBackgrounds = Atomic<Int>(0)
-
-    /// A plain frame's background: when `buffer`'s memory last held a plain frame over this same
-    /// background (a pool hands its buffers round, so it usually did), only that frame's box and
-    /// markers are copied back from the background — about 6 % of the pixels at 1080p instead of a
-    /// whole frame of memory traffic beside the encoder; otherwise the whole background is copied.
-    /// Returns the record to store with the buffer once the frame is drawn (the previous one, reused).
-    private func drawPlainBackground(_ effects: CameraEffects, into buffer: PixelBuffer) -> PlainFrame {
-        let previous = buffer.producerContent as? PlainFrame
-        let previousBox = previous?.box
-        let (background, partial) = cache.withLock { cached -> (BackgroundCache, Bool) in
-            let background = cachedBackground(effects, &cached)
-            background.uses += 1
-            if redrawsOnlyChanges, let previousBox, previous?.background === background, previous?.lumaIsBackground == true {
-                let (band, sync) = markerRects
-                for rect in [previousBox, band, sync] { CameraImaging.copyRect(rect, of: background.buffer, into: buffer) }
-                return (background, true)
-            }
-            CameraImaging.copyPlanes(of: background.buffer, into: buffer)
-            return (background, false)
-        }
-        guard partial, let previous else { return PlainFrame(background: background) }
-        partialBackgrounds.add(1, ordering: .relaxed)
-        return previous
-    }
-
-    /// The background for `effects` from the cache, drawn (and cached) when the effects changed.
-    private func cachedBackground(_ effects: CameraEffects, _ cached: inout BackgroundCache?) -> BackgroundCache {
-        if let cached, cached.key == effects { return cached }
-        let background = PixelBuffer(format: pixelFormat, width: width, height: height)
-        let colors = palette.map { Self.encode(scale($0, effects), fullRange: effects.fullRange) }
-        fill(background, rows: 0..<height, columns: 0..<width, color: colors[0])
-        for rect in rects {
-            let r = transform(rect, zoom: effects.zoom)
-            fill(background, rows: r.y0..<r.y1, columns: r.x0..<r.x1, color: colors[rect.color])
-        }
-        let made = BackgroundCache(key: effects, buffer: background)
-        cached = made
-        return made
-    }
-
-    /// Copies the cached background's chroma planes (its luma the noise pass reads, `addNoise(from:)`);
-    /// returns the background and the record to store with the buffer once the frame is drawn. When
-    /// the buffer's memory last held a plain or noisy frame over this background, only that frame's
-    /// box and markers are put back. The background is never written once cached, so it is read
-    /// outside the lock.
-    private func copyBackground(_ effects: CameraEffects, into buffer: PixelBuffer) -> (background: PixelBuffer, record: PlainFrame) {
-        let previous = buffer.producerContent as? PlainFrame
-        let previousBox = previous?.box
-        let (background, partial) = cache.withLock { cached -> (BackgroundCache, Bool) in
-            let background = cachedBackground(effects, &cached)
-            background.uses += 1
-            let template = background.buffer
-            let partial = redrawsOnlyChanges && previousBox != nil && previous?.background === background
-            if partial, let previousBox {
-                let (band, sync) = markerRects
-                for rect in [previousBox, band, sync] { CameraImaging.copyRect(rect, of: template, into: buffer, luma: false) }
-            } else {
-                CameraImaging.copyRows(of: template, into: buffer) { plane in plane == 0 ? 0..<0 : 0..<buffer.planeRows[plane] }
-            }
-            return (background, partial)
-        }
-        guard partial, let previous else { return (background.buffer, PlainFrame(background: background)) }
-        partialBackgrounds.add(1, ordering: .relaxed)
-        return (background.buffer, previous)
-    }
+    let partialBackgrounds = Atomic<Int>(0)
 
     /// True when frame `index` is the first with PTS ≥ t for some whole second t ≥ 1.
     public static func showsSyncFlash(frame index: Int64, frameDuration: MediaTime) -> Bool {
@@ -478,81 +264,5 @@ public final class SyntheticFrameRenderer: Sendable {
     public static func showsSyncFlash(offset: MediaTime, previous: MediaTime?) -> Bool {
         guard let previous, offset.isNumeric, previous.isNumeric else { return false }
         return offset.value / Int64(offset.timescale) > previous.value / Int64(previous.timescale)
-    }
-
-    private func drawStamp(_ value: UInt32, into buffer: PixelBuffer) {
-        let band = layout.stampBandHeight
-        // Planar luma: the cells cover the row, so paint the band's first row and copy it down
-        // (one copy a row instead of 32 fills).
-        let planar = pixelFormat != .yuyv && band > 0
-        for k in 0..<FrameMarkerLayout.bitCount {
-            let bit = (value >> UInt32(31 - k)) & 1
-            fillLuma(buffer, rows: 0..<(planar ? 1 : band), columns: layout.stampCellColumns(k),
-                     value: bit == 1 ? FrameMarkerLayout.lumaOne : FrameMarkerLayout.lumaZero)
-        }
-        guard planar else { return }
-        let base = buffer.producerBaseAddress(ofPlane: 0).assumingMemoryBound(to: UInt8.self)
-        let stride = buffer.bytesPerRow[0]
-        for row in 1..<band { (base + row * stride).update(from: base, count: width) }
-    }
-
-    // MARK: Painting primitives (row fills, so debug builds stay fast)
-
-    private func fillLuma(_ buffer: PixelBuffer, rows: Range<Int>, columns: Range<Int>, value: UInt8) {
-        guard !columns.isEmpty else { return }
-        if pixelFormat == .yuyv {
-            let base = buffer.producerBaseAddress(ofPlane: 0).assumingMemoryBound(to: UInt8.self)
-            let stride = buffer.bytesPerRow[0]
-            for row in rows {
-                for x in columns { base[row * stride + x * 2] = value }
-            }
-            return
-        }
-        let base = buffer.producerBaseAddress(ofPlane: 0)
-        let stride = buffer.bytesPerRow[0]
-        for row in rows {
-            (base + row * stride + columns.lowerBound).initializeMemory(as: UInt8.self, repeating: value, count: columns.count)
-        }
-    }
-
-    private func fill(_ buffer: PixelBuffer, rows: Range<Int>, columns: Range<Int>, color: YCbCr) {
-        guard !rows.isEmpty, !columns.isEmpty else { return }
-        fillLuma(buffer, rows: rows, columns: columns, value: color.y)
-        let chromaRows = (rows.lowerBound / 2)..<((rows.upperBound + 1) / 2)
-        let chromaColumns = (columns.lowerBound / 2)..<((columns.upperBound + 1) / 2)
-        switch pixelFormat {
-        case .nv12:
-            let base = buffer.producerBaseAddress(ofPlane: 1).assumingMemoryBound(to: UInt8.self)
-            let stride = buffer.bytesPerRow[1]
-            // Build one interleaved row, then copy it to every chroma row.
-            let first = base + chromaRows.lowerBound * stride + chromaColumns.lowerBound * 2
-            for c in 0..<chromaColumns.count {
-                first[c * 2] = color.cb
-                first[c * 2 + 1] = color.cr
-            }
-            for row in chromaRows.dropFirst() {
-                (base + row * stride + chromaColumns.lowerBound * 2).update(from: first, count: chromaColumns.count * 2)
-            }
-        case .yuv420:
-            for (plane, value) in [(1, color.cb), (2, color.cr)] {
-                let base = buffer.producerBaseAddress(ofPlane: plane)
-                let stride = buffer.bytesPerRow[plane]
-                for row in chromaRows {
-                    (base + row * stride + chromaColumns.lowerBound)
-                        .initializeMemory(as: UInt8.self, repeating: value, count: chromaColumns.count)
-                }
-            }
-        case .yuyv:
-            let base = buffer.producerBaseAddress(ofPlane: 0).assumingMemoryBound(to: UInt8.self)
-            let stride = buffer.bytesPerRow[0]
-            for row in rows {
-                for c in chromaColumns {
-                    base[row * stride + c * 4 + 1] = color.cb
-                    base[row * stride + c * 4 + 3] = color.cr
-                }
-            }
-        default:
-            break
-        }
     }
 }

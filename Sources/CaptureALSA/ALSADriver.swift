@@ -73,9 +73,10 @@ public struct ALSADriver: EventReportingDriver {
 }
 
 /// A private ALSA configuration tree; immutable after loading, freed in `deinit`.
-final class ALSAConfig: @unchecked Sendable {
-    // Only read after init (libasound's lookups on a loaded tree do not modify it).
-    let top: OpaquePointer
+final class ALSAConfig: Sendable {
+    /// Only read after init, one caller at a time (libasound does not promise that lookups on a
+    /// shared tree are thread-safe; opens and listings are rare, so the lock costs nothing).
+    private let top: Locked<OpaquePointer>
 
     init(text: String) throws(CaptureError) {
         var top: OpaquePointer?
@@ -95,13 +96,26 @@ final class ALSAConfig: @unchecked Sendable {
             snd_config_delete(top)
             throw .invalidArgument("the ALSA configuration does not parse: \(String(cString: snd_strerror(loaded)))")
         }
-        self.top = top
+        self.top = Locked(top)
     }
 
-    deinit { snd_config_delete(top) }
+    deinit { top.withLock { _ = snd_config_delete($0) } }
+
+    /// `snd_pcm_open_lconf` on this tree, holding its lock: the status and the PCM opened.
+    func openPCM(_ name: String, _ stream: snd_pcm_stream_t, mode: Int32) -> (status: Int32, pcm: ALSAPCMHandle?) {
+        top.withLock { top in
+            var pcm: OpaquePointer?
+            let status = snd_pcm_open_lconf(&pcm, name, stream, mode, top)
+            return (status, pcm.map { ALSAPCMHandle(rawValue: UInt(bitPattern: Int(bitPattern: UnsafeRawPointer($0)))) })
+        }
+    }
 
     /// The names under `pcm` (the PCMs the configuration defines).
     func pcmNames() -> [String] {
+        top.withLock { Self.pcmNames(in: $0) }
+    }
+
+    private static func pcmNames(in top: OpaquePointer) -> [String] {
         var pcm: OpaquePointer?
         guard snd_config_search(top, "pcm", &pcm) == 0, let pcm else { return [] }
         var names: [String] = []

@@ -15,22 +15,23 @@ import Glibc
 /// device was unplugged) ends playback with `deviceDisconnected` and posts `.disconnected` to
 /// `events`.
 ///
-/// Concurrency rule (why `@unchecked Sendable`): the handle and counters are touched only under `lock`.
-public final class ALSAPlaybackDevice: AudioOutputSink, @unchecked Sendable {
+/// Concurrency rule: the handle and counters live in `state`, touched only under its lock.
+public final class ALSAPlaybackDevice: AudioOutputSink, Sendable {
     public let uniqueID: String
     public let format: AudioStreamFormat
     /// Underruns, unplugs.
     public let events: DeviceEventCenter
     private let config: ALSAConfig?
     private let system: any ALSASystem
-    private let lock = NSLock()
+    private let state = Locked(State())
 
-    // Guarded by `lock`.
-    private var pcm: ALSAPCMHandle?
-    private var hardwareFormat = ALSASampleFormat.float32
-    private var written = 0
-    private var underruns = 0
-    private var grant: ALSAHardwareGrant?
+    private struct State {
+        var pcm: ALSAPCMHandle?
+        var hardwareFormat = ALSASampleFormat.float32
+        var written = 0
+        var underruns = 0
+        var grant: ALSAHardwareGrant?
+    }
 
     /// A playback device by ALSA name; `format` is what callers write (float32 interleaved; the
     /// rate and channel count are asked of the PCM). `configuration`: private ALSA configuration text.
@@ -69,22 +70,25 @@ public final class ALSAPlaybackDevice: AudioOutputSink, @unchecked Sendable {
         self.events = events
     }
 
-    deinit { closeLocked(drain: false) }
+    deinit { state.withLock { closeLocked(drain: false, &$0) } }
 
     public var pacesItself: Bool { true }
 
-    public var playedFrameCount: Int { lock.withLock { written } }
+    public var playedFrameCount: Int { state.withLock { $0.written } }
 
     /// Underruns recovered so far.
-    public var underrunCount: Int { lock.withLock { underruns } }
+    public var underrunCount: Int { state.withLock { $0.underruns } }
 
     /// Period and buffer the card granted (nil before playback begins).
-    public var grantedPeriodFrames: Int? { lock.withLock { grant?.periodFrames } }
-    public var grantedBufferFrames: Int? { lock.withLock { grant?.bufferFrames } }
+    public var grantedPeriodFrames: Int? { state.withLock { $0.grant?.periodFrames } }
+    public var grantedBufferFrames: Int? { state.withLock { $0.grant?.bufferFrames } }
 
     public func beginPlayback() throws(CaptureError) {
-        lock.lock(); defer { lock.unlock() }
-        guard pcm == nil else { return }
+        try state.withLock { (s) throws(CaptureError) in try beginPlayback(&s) }
+    }
+
+    private func beginPlayback(_ s: inout State) throws(CaptureError) {
+        guard s.pcm == nil else { return }
         let handle: ALSAPCMHandle
         do {
             handle = try system.openPlayback(uniqueID, config: config)
@@ -94,14 +98,14 @@ public final class ALSAPlaybackDevice: AudioOutputSink, @unchecked Sendable {
             if error.code == .busy { throw .deviceInUse(uniqueID) }
             throw .audioPlaybackFailed(device: uniqueID, reason: "\(error.operation): \(error.code)")
         }
-        pcm = handle
+        s.pcm = handle
         do throws(CaptureError) {
             let sampleFormat: ALSASampleFormat = cardSampleFormat.map(ALSASampleFormat.init)
                 ?? (system.supports(handle, format: .float32, channels: format.channelCount, rate: format.sampleRate) ? .float32 : .s16)
             guard system.supports(handle, format: sampleFormat, channels: format.channelCount, rate: format.sampleRate) else {
                 throw .formatNotSupported("\(uniqueID) does not play \(format.sampleRate) Hz \(format.channelCount) ch \(sampleFormat == .s16 ? "S16" : "float32") (another program may hold the loopback at another format)")
             }
-            hardwareFormat = sampleFormat
+            s.hardwareFormat = sampleFormat
             // 20 ms periods, as many as the buffer duration holds.
             let period = format.sampleRate / 50
             let periods = max(2, Int((bufferDuration / 0.02).rounded()))
@@ -111,7 +115,7 @@ public final class ALSAPlaybackDevice: AudioOutputSink, @unchecked Sendable {
                 guard granted.rate == format.sampleRate else {
                     throw CaptureError.formatNotSupported("\(uniqueID) plays at \(granted.rate) Hz, not \(format.sampleRate)")
                 }
-                grant = granted
+                s.grant = granted
                 // Starts once the threshold (default: half the buffer) is filled: a head start against underruns.
                 let threshold = startThresholdDuration.map { Int(($0 * Double(format.sampleRate)).rounded()) } ?? granted.bufferFrames / 2
                 try system.setSoftwareParameters(handle, ALSASoftwareRequest(availMin: granted.periodFrames,
@@ -125,7 +129,7 @@ public final class ALSAPlaybackDevice: AudioOutputSink, @unchecked Sendable {
                 throw .audioPlaybackFailed(device: uniqueID, reason: "\(error)")
             }
         } catch {
-            closeLocked(drain: false)
+            closeLocked(drain: false, &s)
             throw error
         }
     }
@@ -139,19 +143,22 @@ public final class ALSAPlaybackDevice: AudioOutputSink, @unchecked Sendable {
     }
 
     public func write(_ samples: [Float]) throws(CaptureError) {
-        lock.lock(); defer { lock.unlock() }
-        guard let pcm else { throw .invalidState("write to \(uniqueID) before beginPlayback (or after it failed)") }
+        try state.withLock { (s) throws(CaptureError) in try write(samples, &s) }
+    }
+
+    private func write(_ samples: [Float], _ s: inout State) throws(CaptureError) {
+        guard let pcm = s.pcm else { throw .invalidState("write to \(uniqueID) before beginPlayback (or after it failed)") }
         let channels = format.channelCount
         let frames = samples.count / channels
         var bytes: [UInt8]
-        switch hardwareFormat {
+        switch s.hardwareFormat {
         case .float32:
             bytes = samples.withUnsafeBytes { Array($0) }
         case .s16:
             let ints = samples.map { Int16(max(-32768, min(32767, ($0 * 32767).rounded()))) }
             bytes = ints.withUnsafeBytes { Array($0) }
         }
-        let bytesPerFrame = channels * (hardwareFormat == .float32 ? 4 : 2)
+        let bytesPerFrame = channels * (s.hardwareFormat == .float32 ? 4 : 2)
         var done = 0
         var attempts = 0
         while done < frames {
@@ -165,12 +172,12 @@ public final class ALSAPlaybackDevice: AudioOutputSink, @unchecked Sendable {
             switch result {
             case .success(let n):
                 done += n
-                written += n
+                s.written += n
                 attempts = 0
             case .failure(let error):
                 attempts += 1
                 if error.code == .noDevice || system.state(pcm) == .disconnected {
-                    closeLocked(drain: false)
+                    closeLocked(drain: false, &s)
                     events.post(.disconnected(deviceID: uniqueID))
                     throw .deviceDisconnected(uniqueID)
                 }
@@ -178,7 +185,7 @@ public final class ALSAPlaybackDevice: AudioOutputSink, @unchecked Sendable {
                     throw failure(error)
                 }
                 if error.code == .brokenPipe {
-                    underruns += 1
+                    s.underruns += 1
                     events.post(.samplesDropped(deviceID: uniqueID, reason: .overrun, count: 0, presentationTime: .zero))
                 }
                 if error.code != .wouldBlock {
@@ -189,14 +196,13 @@ public final class ALSAPlaybackDevice: AudioOutputSink, @unchecked Sendable {
     }
 
     public func endPlayback() {
-        lock.lock(); defer { lock.unlock() }
-        closeLocked(drain: true)
+        state.withLock { closeLocked(drain: true, &$0) }
     }
 
-    private func closeLocked(drain: Bool) {
-        guard let pcm else { return }
+    private func closeLocked(drain: Bool, _ s: inout State) {
+        guard let pcm = s.pcm else { return }
         if drain { system.drain(pcm) } else { system.drop(pcm) }
         system.close(pcm)
-        self.pcm = nil
+        s.pcm = nil
     }
 }

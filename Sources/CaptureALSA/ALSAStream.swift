@@ -21,7 +21,7 @@ import Logging
 /// Concurrency rule (why `@unchecked Sendable`): the PCM handle and counters are touched only
 /// while holding `lock`; `stop()` sets `stopRequested` (atomic) and takes the lock, so it waits for
 /// one read or wait in progress (≤ 50 ms), never for a PCM that has nothing to read.
-final class ALSAStream: DriverStream, @unchecked Sendable {
+final class ALSAStream: DriverStream, @unchecked Sendable {  // unchecked: PCM handle and counters only under `lock` (see above)
     private let name: String
     private let config: ALSAConfig?
     private let format: AudioStreamFormat

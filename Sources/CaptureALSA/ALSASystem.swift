@@ -227,10 +227,10 @@ struct LinuxALSASystem: ALSASystem {
     }
 
     func open(_ name: String, config: ALSAConfig?) throws(ALSAError) -> ALSAPCMHandle {
-        var pcm: OpaquePointer?
         let mode = Int32(SND_PCM_NONBLOCK)
-        let r = config.map { snd_pcm_open_lconf(&pcm, name, SND_PCM_STREAM_CAPTURE, mode, $0.top) }
-            ?? snd_pcm_open(&pcm, name, SND_PCM_STREAM_CAPTURE, mode)
+        if let config { return try opened(config.openPCM(name, SND_PCM_STREAM_CAPTURE, mode: mode)) }
+        var pcm: OpaquePointer?
+        let r = snd_pcm_open(&pcm, name, SND_PCM_STREAM_CAPTURE, mode)
         try check(r, "snd_pcm_open")
         guard let pcm else { throw ALSAError(code: .noSuchPCM, operation: "snd_pcm_open") }
         return ALSAPCMHandle(rawValue: UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(pcm))))
@@ -332,10 +332,17 @@ struct LinuxALSASystem: ALSASystem {
 
     func close(_ pcm: ALSAPCMHandle) { _ = snd_pcm_close(pointer(pcm)) }
 
+    /// What `ALSAConfig.openPCM` gave, as `open` reports it.
+    private func opened(_ result: (status: Int32, pcm: ALSAPCMHandle?)) throws(ALSAError) -> ALSAPCMHandle {
+        try check(result.status, "snd_pcm_open")
+        guard let pcm = result.pcm else { throw ALSAError(code: .noSuchPCM, operation: "snd_pcm_open") }
+        return pcm
+    }
+
     func openPlayback(_ name: String, config: ALSAConfig?) throws(ALSAError) -> ALSAPCMHandle {
+        if let config { return try opened(config.openPCM(name, SND_PCM_STREAM_PLAYBACK, mode: 0)) }
         var pcm: OpaquePointer?
-        let r = config.map { snd_pcm_open_lconf(&pcm, name, SND_PCM_STREAM_PLAYBACK, 0, $0.top) }
-            ?? snd_pcm_open(&pcm, name, SND_PCM_STREAM_PLAYBACK, 0)
+        let r = snd_pcm_open(&pcm, name, SND_PCM_STREAM_PLAYBACK, 0)
         try check(r, "snd_pcm_open")
         guard let pcm else { throw ALSAError(code: .noSuchPCM, operation: "snd_pcm_open") }
         return ALSAPCMHandle(rawValue: UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(pcm))))

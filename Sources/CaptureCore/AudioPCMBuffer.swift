@@ -29,7 +29,7 @@ public struct AudioStreamFormat: Sendable, Hashable, Codable, CustomStringConver
 /// Interleaved PCM samples. Same ownership rule as `PixelBuffer` (and why it is
 /// `@unchecked Sendable`): filled by the producer, then read-only once a `SampleBuffer` holds it —
 /// `withMutableBytes` and `setFrameLength` then throw `CaptureError.invalidState`.
-public final class AudioPCMBuffer: @unchecked Sendable {
+public final class AudioPCMBuffer: @unchecked Sendable {  // unchecked: raw samples, read-only once published
     public let format: AudioStreamFormat
     public let frameCapacity: Int
     public private(set) var frameLength: Int

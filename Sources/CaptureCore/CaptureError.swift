@@ -18,6 +18,9 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
     // Files
     case outputDirectoryMissing(path: String)
     case outputFileExists(path: String)
+    /// Overwriting was asked, but the thing at the path is not a regular file (`kind`: a directory,
+    /// a symbolic link, a FIFO, a device node, a socket): it is never replaced or removed.
+    case outputNotReplaceable(path: String, kind: String)
     case fileOperationFailed(path: String, reason: String)
     /// The file's volume is full (ENOSPC, EDQUOT): writing stopped. `bytesKept` is what is left in
     /// the file; `secondsKept` how much of it plays (a fragmented movie keeps its complete fragments;
@@ -142,7 +145,9 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
         case .outputDirectoryMissing(let path):
             return "cannot record to \(path): its folder does not exist; create the folder first"
         case .outputFileExists(let path):
-            return "cannot record to \(path): a file already exists there; remove it or choose another name"
+            return "cannot write \(path): something already exists there and is not replaced unless overwriting was asked; remove it or choose another name"
+        case .outputNotReplaceable(let path, let kind):
+            return "cannot write \(path): it is \(kind), not a regular file, so it is never replaced (even when overwriting is asked); choose another name"
         case .fileOperationFailed(let path, let reason):
             return "file operation on \(path) failed: \(reason)"
         case .diskFull(let path, let bytes, let seconds):

@@ -1,6 +1,7 @@
-// Over 500 lines, on purpose: configuration, start/stop, interruptions and manual stepping all
-// read and write the one private `state` under one lock and signal one condition (`wake`). The
-// pumps live in VirtualPump.swift and RealtimePump.swift and see that state only through `PumpContext`.
+// The session's state, start and stop, and its streams. Configuration, manual stepping, device
+// availability (interruptions) and delivery are in CaptureSession+*.swift; all of them read and
+// write the one `state` under one lock and signal one condition (`wake`). The pumps live in
+// VirtualPump.swift and RealtimePump.swift and see that state only through `PumpContext`.
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -21,20 +22,20 @@ import Glibc
 public final class CaptureSession: Sendable {
     public let pace: CapturePace
     /// Moves samples for this pace: `VirtualPump` or `RealtimePump`.
-    private let pump: any SessionPump
-    private let state = Locked(State())
-    private let events = EventBroadcaster<SessionEvent>()
+    let pump: any SessionPump
+    let state = Locked(State())
+    let events = EventBroadcaster<SessionEvent>()
     /// Wakes the virtual-time pump when demand or the stream set changes, or the session stops.
-    private let wake = NSConditionBox()
+    let wake = NSConditionBox()
     /// Serialises starting, stopping and interruptions, each of which may take a while (streams
     /// start, pumps are joined): a stop never interleaves with a start. Pump threads never take it.
-    private let transitions = NSLock()
+    let transitions = NSLock()
     /// Serialises handing connections to outputs (`applyChanges`) with taking an output away
     /// (`removeOutput`): otherwise a rebuild that read the output list just before a removal could
     /// attach the removed output afterwards, leaving it "already in a session" for good (found by
     /// RandomAPIStressTests). Taken before `state`, never by pump threads.
-    private let attachments = NSLock()
-    private let availabilityToken = Locked<Int?>(nil)
+    let attachments = NSLock()
+    let availabilityToken = Locked<Int?>(nil)
 
     struct State {
         var inputs: [CaptureDeviceInput] = []
@@ -95,220 +96,7 @@ public final class CaptureSession: Sendable {
     /// Session events as an AsyncSequence.
     public func eventStream() -> AsyncStream<SessionEvent> { events.subscribe() }
 
-    // MARK: Configuration
-
-    public func beginConfiguration() {
-        state.withLock { $0.configurationDepth += 1 }
-    }
-
-    /// Applies everything changed since the outermost `beginConfiguration`.
-    public func commitConfiguration() {
-        let outermost = state.withLock { s -> Bool in
-            guard s.configurationDepth > 0 else { return false }
-            s.configurationDepth -= 1
-            return s.configurationDepth == 0
-        }
-        if outermost { applyChanges() }
-    }
-
-    private func changed() {
-        if state.withLock({ $0.configurationDepth == 0 }) { applyChanges() }
-    }
-
-    /// The preset in force; `inputPriority` once an app has chosen a device format itself.
-    public var sessionPreset: SessionPreset {
-        state.withLock { s in
-            guard s.preset != .inputPriority else { return .inputPriority }
-            for input in s.inputs where input.mediaType == .video {
-                if let chosen = s.presetFormats[input.device.uniqueID], chosen != input.device.activeFormat {
-                    return .inputPriority
-                }
-            }
-            return s.preset
-        }
-    }
-
-    /// True when every video input has a format for the preset.
-    public func canSetSessionPreset(_ preset: SessionPreset) -> Bool {
-        preset == .inputPriority || inputs.filter { $0.mediaType == .video }.allSatisfy { preset.format(for: $0.device) != nil }
-    }
-
-    public func setSessionPreset(_ preset: SessionPreset) throws(CaptureError) {
-        guard canSetSessionPreset(preset) else {
-            throw .invalidArgument("preset \(preset.rawValue) is not supported by the session's video devices; check canSetSessionPreset first")
-        }
-        state.withLock {
-            $0.preset = preset
-            $0.presetFormats = [:]
-        }
-        changed()
-    }
-
-    // MARK: Inputs and outputs
-
-    public func canAddInput(_ input: CaptureDeviceInput) -> Bool {
-        state.withLock { s in input.device.isConnected && !s.inputs.contains { $0.device === input.device } }
-    }
-
-    public func addInput(_ input: CaptureDeviceInput) throws(CaptureError) {
-        // Check and add in one step: two threads adding the same camera must not both succeed.
-        let added = state.withLock { s -> Bool in
-            guard input.device.isConnected, !s.inputs.contains(where: { $0.device === input.device }) else { return false }
-            s.inputs.append(input)
-            return true
-        }
-        guard added else {
-            throw .invalidArgument("cannot add input \(input.device): it is already in the session or disconnected; check canAddInput first")
-        }
-        changed()
-    }
-
-    public func removeInput(_ input: CaptureDeviceInput) {
-        state.withLock { s in s.inputs.removeAll { $0 === input } }
-        changed()
-    }
-
-    public func canAddOutput(_ output: any CaptureOutput) -> Bool {
-        state.withLock { s in !s.outputs.contains { $0 === output } && output.attachment.connections.isEmpty }
-    }
-
-    public func addOutput(_ output: any CaptureOutput) throws(CaptureError) {
-        // Check and add in one step: two threads adding the same output must not both succeed.
-        let added = state.withLock { s -> Bool in
-            guard !s.outputs.contains(where: { $0 === output }), output.attachment.connections.isEmpty else { return false }
-            s.outputs.append(output)
-            return true
-        }
-        guard added else {
-            throw .invalidArgument("cannot add output \(type(of: output)): it is already in a session; check canAddOutput first")
-        }
-        changed()
-    }
-
-    public func removeOutput(_ output: any CaptureOutput) {
-        attachments.lock()
-        let removed = state.withLock { s -> Bool in
-            guard s.outputs.contains(where: { $0 === output }) else { return false }
-            s.outputs.removeAll { $0 === output }
-            return true
-        }
-        guard removed else { attachments.unlock(); return }
-        output.sessionDidStop()
-        output.attachment.detach()
-        attachments.unlock()
-        changed()
-    }
-
-    /// Rebuilds connections, applies the preset and, while running, starts/stops streams to match.
-    private func applyChanges(startingStreams: Bool = true) {
-        let preset = sessionPreset
-        attachments.lock()
-        var gone: [CaptureConnection] = []
-        let (outputs, connections, running) = state.withLock { s -> ([any CaptureOutput], [CaptureConnection], Bool) in
-            var connections: [CaptureConnection] = []
-            for output in s.outputs {
-                for input in s.inputs where output.accepts(input.mediaType) {
-                    // Keep an existing connection object (and its settings) when it still applies.
-                    connections.append(s.connections.first { $0.input === input && $0.output === output }
-                                       ?? CaptureConnection(input: input, output: output))
-                }
-            }
-            gone = s.connections.filter { old in old.mediaType == .video && !connections.contains { $0 === old } }
-            s.connections = connections
-            return (s.outputs, connections, s.wantsRunning && s.interruption == nil)
-        }
-        // A connection that went away no longer asks its device to stabilize.
-        for connection in gone { connection.input.device.requestStabilization(.off, by: ObjectIdentifier(connection)) }
-        for output in outputs {
-            output.attachment.attach(connections: connections.filter { $0.output === output }, pace: pace,
-                                     preset: preset) { [weak self] in
-                self?.wake.signal()
-            }
-            output.attachment.setRunning(running)
-        }
-        attachments.unlock()
-        applyPreset()
-        if running && startingStreams {
-            do {
-                try syncStreams(anchor: nil)
-            } catch {
-                events.send(.runtimeError(error))
-            }
-        }
-        wake.signal()
-    }
-
-    /// Sets each video device's format for the preset (through the device's own lock).
-    private func applyPreset() {
-        let (preset, inputs) = state.withLock { ($0.preset, $0.inputs) }
-        guard preset != .inputPriority else { return }
-        for input in inputs where input.mediaType == .video {
-            let device = input.device
-            guard let format = preset.format(for: device) else { continue }
-            if state.withLock({ $0.presetFormats[device.uniqueID] }) == format { continue }
-            do {
-                try device.lockForConfiguration()
-                defer { device.unlockForConfiguration() }
-                if device.activeFormat != format { try device.setActiveFormat(format) }
-                state.withLock { $0.presetFormats[device.uniqueID] = format }
-            } catch {
-                events.send(.runtimeError(error))
-            }
-        }
-    }
-
     // MARK: Running
-
-    // MARK: Manual stepping
-
-    /// Turns on manual stepping, in the spirit of SwiftNIO's `EmbeddedEventLoop`: a running
-    /// virtual-pace session then delivers nothing by itself; `advance(by:)` and `advance(toFrame:)`
-    /// move its clock and return once everything due has been delivered to the outputs. Tests and
-    /// scenario harnesses use it to say exactly how much capture happens, with no sleeps and no
-    /// timing. Virtual pace only; call it before `startRunning`.
-    public func enableManualStepping() throws(CaptureError) {
-        try state.withLock { (s: inout State) throws(CaptureError) in
-            guard pump.supportsManualStepping else {
-                throw .unsupportedPace("manual stepping needs a virtual-pace session; a real-time one follows the devices' clocks")
-            }
-            guard !s.wantsRunning else { throw .invalidState("enableManualStepping() while running; call it before startRunning()") }
-            s.stepping = Stepping()
-        }
-    }
-
-    /// Delivers every sample with a PTS before the current step's end plus `duration`, in PTS order
-    /// (video first on ties), and returns once they have been handed to the outputs (outputs that
-    /// are busy are waited for, as the virtual pump always does). The first step starts at the
-    /// session's start: `advance(by: 1 s)` at 30 fps delivers frames 0…29 and the audio before 1 s.
-    public func advance(by duration: MediaTime) throws(CaptureError) {
-        guard duration.isNumeric, duration >= .zero else { throw .invalidArgument("advance(by:) takes a duration of zero or more, not \(duration)") }
-        try step { $0.limit = $0.limit + duration; $0.frameTarget = nil }
-    }
-
-    /// Delivers until `count` video frames have been delivered since `startRunning` (and the audio
-    /// before the next frame), then returns.
-    public func advance(toFrame count: Int) throws(CaptureError) {
-        guard count >= 0 else { throw .invalidArgument("advance(toFrame:) takes a frame count of zero or more, not \(count)") }
-        try step { $0.frameTarget = count }
-    }
-
-    private func step(_ change: (inout Stepping) -> Void) throws(CaptureError) {
-        guard !PumpThread.isDelivering(for: self) else {
-            throw .invalidState("advance on the session's own delivery thread (inside an output's receive) would wait for itself")
-        }
-        let mine = try state.withLock { (s: inout State) throws(CaptureError) -> Int in
-            guard var stepping = s.stepping else {
-                throw .invalidState("advance needs manual stepping: call enableManualStepping() before startRunning()")
-            }
-            guard s.wantsRunning else { throw .sessionNotRunning }
-            change(&stepping)
-            stepping.requested += 1
-            s.stepping = stepping
-            return stepping.requested
-        }
-        wake.signal()
-        wake.wait(while: { self.state.withLock { s in s.wantsRunning && s.interruption == nil && (s.stepping?.parkedAt ?? .max) < mine } })
-    }
 
     /// Starts every input's stream and returns once running; throws (and posts a runtime error) on failure.
     public func startRunning() throws(CaptureError) {
@@ -393,66 +181,10 @@ public final class CaptureSession: Sendable {
         events.send(.stopped)
     }
 
-    private func unavailableReason() -> InterruptionReason? {
-        inputs.lazy.compactMap { DeviceAvailability.shared.reason(for: $0.device) }.first
-    }
-
-    private func observeAvailability() {
-        availabilityToken.withLock { token in
-            guard token == nil else { return }
-            token = DeviceAvailability.shared.addObserver { [weak self] change in self?.availabilityChanged(change) }
-        }
-    }
-
-    /// Interrupts when one of our devices becomes unavailable; resumes when all are back, unless stopped.
-    private func availabilityChanged(_ change: DeviceAvailability.Change) {
-        transitions.lock()
-        defer { transitions.unlock() }
-        let mine = inputs.map(\.device)
-        switch change {
-        case .unavailable(let device, let reason):
-            guard mine.contains(where: { $0 === device }) else { return }
-            let interrupt = state.withLock { s -> Bool in
-                guard s.wantsRunning, s.interruption == nil else { return false }
-                s.interruption = reason
-                return true
-            }
-            guard interrupt else { return }
-            stopStreams()
-            wake.signal()
-            // Delivery has ended when the interruption is reported (as after a stop).
-            if !PumpThread.isDelivering(for: self) { state.withLock { $0.pumps }.wait() }
-            for output in outputs {
-                output.attachment.setRunning(false)
-                output.sessionDidStop()
-            }
-            events.send(.interrupted(reason))
-        case .available(let device):
-            guard mine.contains(where: { $0 === device }), unavailableReason() == nil else { return }
-            let resume = state.withLock { s -> Bool in
-                guard s.wantsRunning, s.interruption != nil else { return false }
-                s.interruption = nil
-                s.generation += 1
-                s.hostAnchor = HostClock.now()
-                return true
-            }
-            guard resume else { return }
-            do {
-                try syncStreams(anchor: state.withLock { $0.hostAnchor })
-            } catch {
-                events.send(.runtimeError(error))
-                return
-            }
-            for output in outputs { output.attachment.setRunning(true) }
-            pump.runStarted(pumpContext)
-            events.send(.interruptionEnded)
-        }
-    }
-
     /// Starts streams for inputs that lack one and stops those whose input left. Real-time streams
     /// start at `anchor` (shared by a start) or now (an input added while running); virtual ones at
     /// the current virtual time.
-    private func syncStreams(anchor requested: MediaTime?) throws(CaptureError) {
+    func syncStreams(anchor requested: MediaTime?) throws(CaptureError) {
         let (inputs, entries, virtualNow) = state.withLock { s in (s.inputs, s.streams, s.virtualNow) }
         let anchor = pump.streamAnchor(virtualNow: virtualNow, requested: requested)
         for entry in entries where !inputs.contains(where: { $0 === entry.input }) {
@@ -488,7 +220,7 @@ public final class CaptureSession: Sendable {
         }
     }
 
-    private func stop(_ entry: StreamEntry) {
+    func stop(_ entry: StreamEntry) {
         if let token = entry.liveToken.withLock({ t in defer { t = nil }; return t }) { entry.input.device.removeLiveStream(token) }
         entry.stopSignal.stop()
         entry.stream.stop()
@@ -496,7 +228,7 @@ public final class CaptureSession: Sendable {
         DeviceUsage.shared.release(entry.input.device, by: self)
     }
 
-    private func stopStreams() {
+    func stopStreams() {
         for entry in state.withLock({ $0.streams }) { stop(entry) }
     }
 
@@ -515,7 +247,7 @@ public final class CaptureSession: Sendable {
     }
 
     /// What the pump sees of this session (see `PumpContext` for why it is closures over `state`).
-    private var pumpContext: PumpContext {
+    var pumpContext: PumpContext {
         PumpContext(
             generation: { self.state.withLock { $0.generation } },
             isActive: { generation in
@@ -532,37 +264,5 @@ public final class CaptureSession: Sendable {
             stepRequested: { self.state.withLock { $0.stepping?.requested } },
             stepBlocks: { sample in self.state.withLock { $0.stepping?.blocks(sample) == true } },
             willDeliver: { sample in self.state.withLock { $0.willDeliver(sample) } })
-    }
-
-    // MARK: Delivery
-
-    /// Delivers one sample to every enabled connection of its input.
-    private func deliver(_ sample: SampleBuffer, from input: CaptureDeviceInput) {
-        let targets = state.withLock { s in s.connections.filter { $0.input === input && $0.isEnabled } }
-        for connection in targets {
-            if let gap = sample.discontinuity { connection.output.didDrop(gap, before: sample, from: connection) }
-            connection.output.receive(sample, from: connection)
-        }
-    }
-
-    /// A stream failed (e.g. its device was unplugged): as AVFoundation, the session posts the
-    /// runtime error and stops, so outputs finish (a recording finalizes a playable file).
-    private func streamFailed(_ entry: StreamEntry, _ error: CaptureError, generation: Int) {
-        stop(entry)
-        if case .deviceDisconnected = error { entry.input.device.markDisconnected() }
-        events.send(.runtimeError(error))
-        // Off the delivery thread (stopping waits for the pumps, this one included), and only this
-        // run: a new start in the meantime keeps running.
-        DispatchQueue.global().async { self.stop(generation: generation) }
-    }
-
-    /// A stream reported its end (a replayed fixture ran out): once every stream has ended the
-    /// session stops, so outputs finish (a recording finalizes its file).
-    private func streamEnded(_ entry: StreamEntry, generation: Int) {
-        stop(entry)
-        events.send(.streamEnded(deviceID: entry.input.device.uniqueID))
-        if state.withLock({ $0.streams.isEmpty }) {
-            DispatchQueue.global().async { self.stop(generation: generation) }
-        }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -23,21 +24,22 @@ public enum HostClock {
 }
 
 /// A flag that threads can wait on with a deadline; used to interrupt paced sleeps on stop.
-public final class StopSignal: @unchecked Sendable {
-    // NSCondition guards `stopped`; that is the only state.
+public final class StopSignal: Sendable {
+    // `stopped` is written only while holding `condition`'s lock (so a waiter, which checks it under
+    // that lock, cannot miss the broadcast); atomic so that `isStopped` and the checks stay checked.
     private let condition = NSCondition()
-    private var stopped = false
+    private let stopped = Atomic<Bool>(false)
 
     public init() {}
 
     public var isStopped: Bool {
         condition.lock(); defer { condition.unlock() }
-        return stopped
+        return stopped.load(ordering: .relaxed)
     }
 
     public func stop() {
         condition.lock()
-        stopped = true
+        stopped.store(true, ordering: .relaxed)
         condition.broadcast()
         condition.unlock()
     }
@@ -45,7 +47,7 @@ public final class StopSignal: @unchecked Sendable {
     /// Sleeps until the host clock reaches `deadline`; returns false if stopped first.
     public func sleep(untilHostTime deadline: MediaTime) -> Bool {
         condition.lock(); defer { condition.unlock() }
-        while !stopped {
+        while !stopped.load(ordering: .relaxed) {
             let remaining = (deadline - HostClock.now()).seconds
             if remaining <= 0 { return true }
             _ = condition.wait(until: Date(timeIntervalSinceNow: remaining))

@@ -11,13 +11,18 @@ import Foundation
 /// The thread ends after a second without work and starts again with the next job, so an output
 /// never owns a thread it does not use, and nothing ever waits for it to end (a delegate may stop
 /// the session from this very thread).
-package final class DeliveryThread: @unchecked Sendable {
-    // `condition` guards `jobs` and `running`.
+package final class DeliveryThread: Sendable {
+    // Every use of `state` is made holding `condition`'s lock, so a waiter cannot miss a job; the
+    // state's own (uncontended) lock is what lets the compiler check the type.
     private let condition = NSCondition()
-    private var jobs: [@Sendable () -> Void] = []
-    private var next = 0
-    private var running = false
+    private let state = Locked(State())
     private let name: String
+
+    private struct State {
+        var jobs: [@Sendable () -> Void] = []
+        var next = 0
+        var running = false
+    }
 
     package init(name: String) {
         self.name = name
@@ -27,15 +32,17 @@ package final class DeliveryThread: @unchecked Sendable {
     package var isRunning: Bool {
         condition.lock()
         defer { condition.unlock() }
-        return running
+        return state.withLock { $0.running }
     }
 
     /// Runs `job` on the delivery thread after every job given before it.
     package func enqueue(_ job: @escaping @Sendable () -> Void) {
         condition.lock()
-        jobs.append(job)
-        let start = !running
-        running = true
+        let start = state.withLock { s -> Bool in
+            s.jobs.append(job)
+            defer { s.running = true }
+            return !s.running
+        }
         condition.signal()
         condition.unlock()
         if start {
@@ -55,20 +62,26 @@ package final class DeliveryThread: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         let deadline = Date(timeIntervalSinceNow: 1)
-        while next == jobs.count {
-            if !condition.wait(until: deadline) && next == jobs.count {
-                jobs.removeAll()
-                next = 0
-                running = false
-                return nil
+        while state.withLock({ $0.next == $0.jobs.count }) {
+            if !condition.wait(until: deadline) {
+                let idle = state.withLock { s -> Bool in
+                    guard s.next == s.jobs.count else { return false }
+                    s.jobs.removeAll()
+                    s.next = 0
+                    s.running = false
+                    return true
+                }
+                if idle { return nil }
             }
         }
-        let job = jobs[next]
-        next += 1
-        if next == jobs.count {
-            jobs.removeAll(keepingCapacity: true)
-            next = 0
+        return state.withLock { s in
+            let job = s.jobs[s.next]
+            s.next += 1
+            if s.next == s.jobs.count {
+                s.jobs.removeAll(keepingCapacity: true)
+                s.next = 0
+            }
+            return job
         }
-        return job
     }
 }

@@ -16,7 +16,7 @@ import Darwin
 ///
 /// The mutex lives in its own allocation: a `pthread_mutex_t` must not move once initialised,
 /// and a stored property of a class has no stable address Swift promises.
-public final class Locked<Value: ~Copyable>: @unchecked Sendable {
+public final class Locked<Value: ~Copyable>: @unchecked Sendable {  // unchecked: `value` only between pthread lock/unlock
     // @unchecked: `value` is only read or written between lock and unlock of `mutex`.
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     // The mutex already makes every access exclusive (a re-entrant `withLock` deadlocks before it

@@ -10,7 +10,7 @@ import Synchronization
 /// it (`PixelConverter`, or a new buffer from a pool) to change a delivered frame.
 /// That rule is why this is `@unchecked Sendable`: after publication every holder only reads.
 /// When the last reference goes away the memory returns to its pool instead of being freed.
-public final class PixelBuffer: @unchecked Sendable {
+public final class PixelBuffer: @unchecked Sendable {  // unchecked: raw pixels, read-only once published
     public let format: PixelFormat
     public let width: Int
     public let height: Int
@@ -175,7 +175,7 @@ public final class PixelBuffer: @unchecked Sendable {
 
 /// Raw aligned memory; freed exactly once when the pool (or a standalone buffer) lets it go.
 /// Borrowed memory (a device's) is not freed but given back, once.
-final class PixelStorage: @unchecked Sendable {
+final class PixelStorage: @unchecked Sendable {  // unchecked: raw memory, freed once; used under PixelBuffer's rule
     let pointer: UnsafeMutableRawPointer
     let capacity: Int
     let giveBack: (@Sendable () -> Void)?

@@ -78,7 +78,7 @@ enum PumpThread {
 }
 
 /// A condition a thread can wait on until a predicate clears; signalled from any thread.
-final class NSConditionBox: @unchecked Sendable {
+final class NSConditionBox: Sendable {
     // The NSCondition is the only state; it is thread-safe by construction.
     private let condition = NSCondition()
 

@@ -35,8 +35,8 @@ public final class AudioRecorder: Sendable {
     private let session: CaptureSession
     private let output: RecorderOutput
 
-    /// A recorder for `path` (an existing file there is overwritten when recording starts, as
-    /// AVAudioRecorder does) from the microphone `microphoneID` in `registry`.
+    /// A recorder for `path` (an existing regular file there is replaced, atomically, when the
+    /// recording finishes, as AVAudioRecorder overwrites it; anything else there is refused) from the microphone `microphoneID` in `registry`.
     public init(path: String, settings: AudioRecorderSettings, microphone microphoneID: String = "sim:mic",
                 registry: DeviceRegistry = CaptureKit.makeRegistry(), pace: CapturePace = .virtual) throws(CaptureError) {
         let device = try registry.device(uniqueID: microphoneID)
@@ -141,7 +141,7 @@ public final class AudioRecorder: Sendable {
     @discardableResult
     public func deleteRecording() -> Bool {
         guard !output.isActive else { return false }
-        return (try? FileManager.default.removeItem(atPath: path)) != nil
+        return OutputPath.removeRegularFile(path)  // never a folder, link, FIFO or device
     }
 
     public var isRecording: Bool { output.isRecording }
@@ -208,6 +208,9 @@ final class RecorderOutput: CaptureOutput, Sendable {
     struct State {
         var phase = Phase.idle
         var writer: MovieWriter?
+        /// Where the writer writes: `path`, or a temporary beside it when a regular file is there
+        /// (renamed over it once finished, so the old file is replaced atomically).
+        var writingPath: String?
         var written: Int64 = 0
         var limit: Int64?
         var lastDuration = 0.0
@@ -248,8 +251,13 @@ final class RecorderOutput: CaptureOutput, Sendable {
         state.withLock { s in
             guard s.phase == .idle else { return s.phase != .finishing }  // the last file is still being finished
             do {
-                if FileManager.default.fileExists(atPath: path) { try FileManager.default.removeItem(atPath: path) }
-                s.writer = try MovieWriter(path: path, fileType: fileType, video: nil, audio: encoder)
+                // As AVAudioRecorder, a file at the path is overwritten — but only a regular file, and
+                // atomically: the new one is written beside it and renamed over it when finished.
+                // A folder, link, FIFO or device there is refused (`outputNotReplaceable`).
+                try OutputPath.checkNew(path, existing: .replaceRegularFile)
+                let target = OutputPath.kind(at: path) == nil ? path : OutputPath.temporaryPath(beside: path)
+                s.writer = try MovieWriter(path: target, fileType: fileType, video: nil, audio: encoder)
+                s.writingPath = target
                 s.written = 0
                 s.error = nil
                 s.phase = .prepared
@@ -288,21 +296,28 @@ final class RecorderOutput: CaptureOutput, Sendable {
     /// Finishes the file once; tells the delegate with the outcome, after `release` (stopping the
     /// session) when one is given, so the delegate finds the microphone free.
     func stop(success: Bool, release: (@Sendable () -> Void)? = nil) {
-        let finished: (MovieWriter?, (any AudioRecorderDelegate)?, AudioRecorder?)? = state.withLock { s in
+        let finished: (MovieWriter?, String?, (any AudioRecorderDelegate)?, AudioRecorder?)? = state.withLock { s in
             guard s.phase != .idle, s.phase != .finishing else { return nil }
             s.phase = .finishing
             s.lastDuration = Double(s.written) / Double(encoder.input.sampleRate)
             s.limit = nil
-            defer { s.writer = nil }
-            return (s.writer, s.delegate, s.recorder)
+            defer { s.writer = nil; s.writingPath = nil }
+            return (s.writer, s.writingPath, s.delegate, s.recorder)
         }
-        guard let (writer, delegate, recorder) = finished else { return }
+        guard let (writer, writingPath, delegate, recorder) = finished else { return }
         attachment.demandChanged()
         var ok = success
         var failure: CaptureError?
         do throws(CaptureError) { try writer?.finish() } catch {
             failure = error
             ok = false
+        }
+        // Replacing a regular file: what was recorded (all of it, or what a failure kept) takes its place.
+        if let writingPath, writingPath != path, OutputPath.isRegularFile(writingPath) {
+            do throws(CaptureError) { try OutputPath.commit(writingPath, replacing: path) } catch {
+                if failure == nil { failure = error }
+                ok = false
+            }
         }
         state.withLock { s in
             if let failure { s.error = failure }

@@ -7,7 +7,8 @@
 
 /// Entry points that tie the backends together.
 public enum CaptureKit {
-    /// This release's version (`capture --version`, the Debian package's version).
+    /// This release's version (`capture --version`, the Debian package's version): the `VERSION`
+    /// file's, which is the one source (`VersionTests` keeps the two equal).
     public static let version = "0.9.0"
 
     /// A registry with every backend this build has: the simulator (seeded), the simulated

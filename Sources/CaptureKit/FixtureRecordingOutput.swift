@@ -17,7 +17,10 @@ public final class FixtureRecordingOutput: CaptureOutput {
 
     private struct Active {
         var path: String
-        var writer: ConfinedWriter
+        /// Not thread-safe: one thread uses it at a time (in virtual time the session's thread
+        /// under `state`, in real time only `writerQueue`; `end` after draining the queue). The lock
+        /// is never contended and lets the compiler check that.
+        var writer: Locked<FixtureWriter>
         var devices: [CaptureDevice]
         var counts: [Int]
         var start: MediaTime?
@@ -84,9 +87,9 @@ public final class FixtureRecordingOutput: CaptureOutput {
                                           controls: device.controls, controlValues: current))
             values.append(current)
         }
-        let writer = try FixtureWriter(path: path, devices: profiles)
+        let writer = Locked(try FixtureWriter(path: path, devices: profiles))
         state.withLock {
-            $0.active = Active(path: path, writer: ConfinedWriter(writer), devices: devices, counts: Array(repeating: 0, count: devices.count), values: values)
+            $0.active = Active(path: path, writer: writer, devices: devices, counts: Array(repeating: 0, count: devices.count), values: values)
             $0.outcome = nil
         }
         attachment.demandChanged()
@@ -143,8 +146,10 @@ public final class FixtureRecordingOutput: CaptureOutput {
                 writerQueue.async { [self, changes] in
                     do throws(CaptureError) {
                         guard writeFailure.withLock({ $0 == nil }) else { return }
-                        try confined.writer.append(copied, device: device)
-                        for change in changes { try confined.writer.appendControlChange(change) }
+                        try confined.withLock { (writer) throws(CaptureError) in
+                            try writer.append(copied, device: device)
+                            for change in changes { try writer.appendControlChange(change) }
+                        }
                     } catch {
                         writeFailure.withLock { $0 = error }
                         DispatchQueue.global().async { _ = try? self.end(reason: "error") }
@@ -153,8 +158,10 @@ public final class FixtureRecordingOutput: CaptureOutput {
                 return .success(false)
             }
             do throws(CaptureError) {
-                try confined.writer.append(sample, device: device)
-                for change in changes { try confined.writer.appendControlChange(change) }
+                try confined.withLock { (writer) throws(CaptureError) in
+                    try writer.append(sample, device: device)
+                    for change in changes { try writer.appendControlChange(change) }
+                }
                 return .success(false)
             } catch {
                 return .failure(error)
@@ -181,7 +188,7 @@ public final class FixtureRecordingOutput: CaptureOutput {
             defer { f = nil }
             return f
         }
-        do throws(CaptureError) { try active.writer.writer.finish() } catch { failure = failure ?? error }
+        do throws(CaptureError) { try active.writer.withLock { (writer) throws(CaptureError) in try writer.finish() } } catch { failure = failure ?? error }
         let size = (try? FileManager.default.attributesOfItem(atPath: active.path)[.size] as? Int64) ?? 0
         let summary = Summary(path: active.path, buffers: active.counts, controlChanges: active.changes, fileSize: size,
                               stopReason: failure == nil ? reason : "error")
@@ -202,12 +209,4 @@ public final class FixtureRecordingOutput: CaptureOutput {
         for control in device.controls { values[control.id] = try? device.value(of: control.id) }
         return values
     }
-}
-
-/// The recording's `FixtureWriter` (not thread-safe). @unchecked: one thread uses it at a time —
-/// in virtual time the session's thread under `state`, in real time only `writerQueue`, and
-/// `end` uses it after `writerQueue.sync {}` has drained the queue and `active` is gone.
-private struct ConfinedWriter: @unchecked Sendable {
-    let writer: FixtureWriter
-    init(_ writer: FixtureWriter) { self.writer = writer }
 }

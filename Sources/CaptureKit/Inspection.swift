@@ -117,6 +117,9 @@ public enum RecordingInspector {
         public var metadataBoxes: [MetadataBox] = []
         /// Where to write a PNG of the A/V offsets and frame intervals (`RecordingPlot`).
         public var plotPath: String?
+        /// What to do when something is at the contact sheet's or the plot's path: refuse (the
+        /// default), or replace a regular file there (atomically; never a folder, link, FIFO or device).
+        public var existingOutput: OutputPath.Existing = .refuse
         public init(expectFrames: Int? = nil, maxAVOffset: Double? = nil, contactSheetPath: String? = nil) {
             self.expectFrames = expectFrames
             self.maxAVOffset = maxAVOffset
@@ -125,6 +128,13 @@ public enum RecordingInspector {
     }
 
     public static func inspect(path: String, options: Options = Options()) throws(CaptureError) -> InspectionReport {
+        // Outputs first: refused before any work, and never the input itself.
+        for out in [options.contactSheetPath, options.plotPath].compactMap({ $0 }) {
+            try OutputPath.checkNew(out, existing: options.existingOutput)
+            if OutputPath.isSameFile(out, path) {
+                throw .outputNotReplaceable(path: out, kind: "the recording being inspected")
+            }
+        }
         guard let attributes = try? FileManager.default.attributesOfItem(atPath: path) else {
             throw .fileOperationFailed(path: path, reason: "no such file")
         }
@@ -231,14 +241,12 @@ public enum RecordingInspector {
             let jpeg = try sheet.render(levels: levels, analysis: analysis, thumbnails: &thumbnails,
                                         boxes: options.metadataBoxes, boxesDrawn: &drawn)
             if !options.metadataBoxes.isEmpty { boxesDrawn = drawn }
-            // An existing sheet is replaced (as before); the write itself is checked.
-            try? FileManager.default.removeItem(atPath: out)
-            try NewFile.write(jpeg, to: out)
+            try OutputPath.write(jpeg, to: out, existing: options.existingOutput)
         }
         var plot: InspectionReport.Plot?
         if let out = options.plotPath {
             let drawing = RecordingPlot(syncMarkers: analysis.syncMarkers, frameTimes: frameTimes)
-            try drawing.write(to: out)
+            try drawing.write(to: out, existing: options.existingOutput)
             var intervals = drawing.intervals
             intervals.points = []
             plot = .init(path: out, width: drawing.width, height: drawing.height, offsets: drawing.offsets, intervals: intervals,

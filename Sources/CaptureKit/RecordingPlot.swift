@@ -127,11 +127,11 @@ public struct RecordingPlot: Sendable {
     /// The plot as PNG bytes.
     public func png() throws(CaptureError) -> [UInt8] { try PNGCodec.encode(render()) }
 
-    /// Writes the PNG to `path` (replacing a file there).
-    public func write(to path: String) throws(CaptureError) {
+    /// Writes the PNG to `path`: a new file, or with `.replaceRegularFile` a regular file there
+    /// replaced atomically (`OutputPath`).
+    public func write(to path: String, existing: OutputPath.Existing = .refuse) throws(CaptureError) {
         let bytes = try png()
-        try? FileManager.default.removeItem(atPath: path)
-        try NewFile.write(bytes, to: path)
+        try OutputPath.write(bytes, to: path, existing: existing)
     }
 
     private func drawFrame(_ panel: Panel, on canvas: inout Canvas) {

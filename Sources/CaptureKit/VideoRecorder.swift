@@ -190,7 +190,8 @@ public final class VideoRecorder: Sendable {
         }
         let delegate = state.withLock { $0.delegate }
         if state.withLock({ $0.cancelled }) {
-            try? FileManager.default.removeItem(atPath: path)
+            // Only the file this recording made: a start refused because the path was taken removes nothing.
+            if case .failure(.outputFileExists) = result {} else { OutputPath.removeRegularFile(path) }
             if let delegate { delegateQueue.async { delegate.videoRecorderDidCancel(self) } }
             throw .recordingCancelled
         }

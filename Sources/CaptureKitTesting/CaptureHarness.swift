@@ -314,7 +314,7 @@ public final class CaptureHarness {
         running = true
         startedAt = startInstant
         if let movie, let path = configuration.moviePath {
-            try? FileManager.default.removeItem(atPath: path)
+            OutputPath.removeRegularFile(path)  // an earlier run's movie; never a folder, link, FIFO or device (the recording then fails)
             movie.startRecording(to: path, recordingDelegate: recordingDelegate)
             let deadline = Date().addingTimeInterval(10)
             while !movie.isRecording && !recordingDelegate.isFinished && Date() < deadline { usleep(500) }

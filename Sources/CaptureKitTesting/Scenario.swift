@@ -273,9 +273,7 @@ struct ScenarioParser {
         var s = Scenario(file: file, name: defaultName, duration: duration)
         if let v = top["name"] {
             s.name = try string(v, "name")
-            guard s.name.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) }) else {
-                throw fail("name", "'\(s.name)' may hold only letters, digits, '-', '_' and '.' (it names the artifact folder)")
-            }
+            if let problem = Scenario.nameProblem(s.name) { throw fail("name", problem) }
         }
         if let v = top["description"] { s.summary = try string(v, "description") }
         if let v = top["seed"] { s.seed = UInt64(try integer(v, "seed", min: 0)) }

@@ -115,16 +115,25 @@ public enum ScenarioRunner {
         let start = Date()
         var s = scenario
         if let camera = options.camera { s.replaceCamera(with: camera) }
+        var result = ScenarioResult(name: s.name, file: s.file, expectations: [], problem: nil, wallSeconds: 0)
+        // The scenario's name is data, not a path: made one safe component, in a folder of its own
+        // that no other run or same-named scenario shares (DIR/NAME, DIR/NAME-2, …).
         let folder: String
-        if let dir = options.artifactsDirectory {
-            folder = (dir as NSString).appendingPathComponent(s.name)
-        } else {
-            folder = (options.scratchDirectory as NSString).appendingPathComponent("capture-test-\(getpid())-\(UUID().uuidString.prefix(8))-\(s.name)")
+        do throws(CaptureError) {
+            if let dir = options.artifactsDirectory {
+                try OutputPath.prepareFolder(dir)
+                folder = try OutputPath.makeUniqueFolder(in: dir, named: s.name)
+            } else {
+                folder = try OutputPath.makeUniqueFolder(in: options.scratchDirectory,
+                                                         named: "capture-test-\(getpid())-\(UUID().uuidString.prefix(8))-\(s.name)")
+            }
+        } catch {
+            result.problem = "cannot create the scenario's folder: \(error)"
+            result.wallSeconds = Date().timeIntervalSince(start)
+            return result
         }
-        try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         defer { if options.artifactsDirectory == nil { try? FileManager.default.removeItem(atPath: folder) } }
         let moviePath = (folder as NSString).appendingPathComponent("movie.\(s.outputs.movieContainer ?? "mp4")")
-        var result = ScenarioResult(name: s.name, file: s.file, expectations: [], problem: nil, wallSeconds: 0)
 
         let harness: CaptureHarness
         do {
@@ -281,7 +290,7 @@ public enum ScenarioRunner {
                           stderr: errData.withLock { String(decoding: $0, as: UTF8.self) })
     }
 
-    /// DIR/NAME/: the movie (already there), inspect.json (RecordingInspector), contact-sheet.jpg,
+    /// DIR/NAME/ (NAME made safe and unique): the movie (already there), inspect.json (RecordingInspector), contact-sheet.jpg,
     /// av-offset.png (the A/V offset at each sync marker and the frame intervals), result.json.
     static func writeArtifacts(folder: String, moviePath: String, result: ScenarioResult) -> [String] {
         var written = [moviePath]
@@ -293,11 +302,11 @@ public enum ScenarioRunner {
         options.plotPath = plot
         if let report = try? RecordingInspector.inspect(path: moviePath, options: options) {
             let path = (folder as NSString).appendingPathComponent("inspect.json")
-            if let data = try? encoder.encode(report), FileManager.default.createFile(atPath: path, contents: data) { written.append(path) }
+            if let data = try? encoder.encode(report), (try? OutputPath.write(Array(data), to: path)) != nil { written.append(path) }
             for file in [sheet, plot] where FileManager.default.fileExists(atPath: file) { written.append(file) }
         }
         let path = (folder as NSString).appendingPathComponent("result.json")
-        if let data = try? encoder.encode(result), FileManager.default.createFile(atPath: path, contents: data) { written.append(path) }
+        if let data = try? encoder.encode(result), (try? OutputPath.write(Array(data), to: path)) != nil { written.append(path) }
         return written
     }
 }

@@ -19,7 +19,9 @@ public final class AssetWriter: Sendable {
     public let fileType: MediaFileType
     let queue = DispatchQueue(label: "CaptureKit.AssetWriter")
     private let state = Locked(State())
-    private let engine: WriterEngine
+    /// Used on `queue` (and once by `startWriting` before anything is queued); the lock is never
+    /// contended and lets the compiler check that the engine stays there.
+    private let engine: Locked<WriterEngine>
 
     struct State {
         var status = Status.unknown
@@ -37,7 +39,7 @@ public final class AssetWriter: Sendable {
         try OutputPath.checkNew(path)
         self.path = path
         self.fileType = fileType
-        engine = WriterEngine(path: path, fileType: fileType)
+        engine = Locked(WriterEngine(path: path, fileType: fileType))
     }
 
     /// A writer for a file URL, with the type from its extension when none is given.
@@ -120,7 +122,7 @@ public final class AssetWriter: Sendable {
                 rotation: inputs.first { $0.mediaType == .video }?.transform.rightAngleRotation?.degrees ?? 0,
                 mirrored: inputs.first { $0.mediaType == .video }?.transform.rightAngleRotation?.mirrored ?? false)
             options.faults = outputFaults
-            engine.configure(inputs: inputs, options: options)
+            engine.withLock { $0.configure(inputs: inputs, options: options) }
             for input in inputs { input.freeze() }
             state.withLock { $0.status = .writing }
             return true
@@ -135,7 +137,7 @@ public final class AssetWriter: Sendable {
             s.sessionStart = time
             return true
         }
-        if ok { queue.async { self.engine.sessionStart = time } }
+        if ok { queue.async { self.engine.withLock { $0.sessionStart = time } } }
     }
 
     /// Samples at or after `time` are not written; the file ends there.
@@ -145,7 +147,7 @@ public final class AssetWriter: Sendable {
             s.sessionEnd = time
             return true
         }
-        if ok { queue.async { self.engine.sessionEnd = time } }
+        if ok { queue.async { self.engine.withLock { $0.sessionEnd = time } } }
     }
 
     var sessionStarted: Bool { state.withLock { $0.sessionStart != nil } }
@@ -172,7 +174,7 @@ public final class AssetWriter: Sendable {
         for input in inputs { input.markAsFinished() }
         queue.async {
             do throws(CaptureError) {
-                try self.engine.finish()
+                try self.engine.withLock { (engine) throws(CaptureError) in try engine.finish() }
                 self.state.withLock { if $0.status == .writing { $0.status = .completed } }
             } catch {
                 self.fail(error)
@@ -190,7 +192,7 @@ public final class AssetWriter: Sendable {
         }
         guard proceed else { return }
         for input in inputs { input.wake() }
-        queue.async { self.engine.discard() }
+        queue.async { self.engine.withLock { $0.discard() } }
     }
 
     /// Marks the writer failed with `error` (the first reason wins) and discards queued work.
@@ -204,13 +206,13 @@ public final class AssetWriter: Sendable {
         guard changed else { return }
         for input in inputs { input.wake() }
         guard error.isWriteFailure else {
-            queue.async { self.engine.discard() }
+            queue.async { self.engine.withLock { $0.discard() } }
             return
         }
         // The disk refused a write: keep the complete fragments (the file plays to their end) and
         // say how much that is.
         queue.async {
-            guard let kept = self.engine.keepCompleteFragments() else { return }
+            guard let kept = self.engine.withLock({ $0.keepCompleteFragments() }) else { return }
             self.state.withLock { $0.error = kept }
         }
     }
@@ -220,7 +222,7 @@ public final class AssetWriter: Sendable {
         queue.async {
             guard self.status == .writing else { input.dequeued(); return }
             do throws(CaptureError) {
-                try self.engine.process(sample, input: input)
+                try self.engine.withLock { (engine) throws(CaptureError) in try engine.process(sample, input: input) }
             } catch {
                 self.fail(error)
             }
@@ -233,7 +235,7 @@ public final class AssetWriter: Sendable {
         queue.async {
             guard self.status == .writing else { return }
             do throws(CaptureError) {
-                try self.engine.inputFinished(input)
+                try self.engine.withLock { (engine) throws(CaptureError) in try engine.inputFinished(input) }
             } catch {
                 self.fail(error)
             }

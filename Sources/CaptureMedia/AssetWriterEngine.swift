@@ -4,8 +4,8 @@ import CaptureCore
 import Foundation
 
 /// The writer's encoding side, confined to the writer's serial queue: per-track scaling and audio
-/// timing, then `MovieWriter` for encoding and muxing.
-final class WriterEngine: @unchecked Sendable {
+/// timing, then `MovieWriter` for encoding and muxing. Not `Sendable`: the writer keeps it in a `Locked`.
+final class WriterEngine {
     let path: String
     let fileType: MediaFileType
     var sessionStart: MediaTime?
@@ -92,6 +92,7 @@ final class WriterEngine: @unchecked Sendable {
             }
         }
         movie = try MovieWriter(path: path, fileType: fileType, video: video, audio: audio, options: options)
+        createdFile = true
         let pending = held
         held = []
         for (sample, input) in pending { try write(sample, input: input) }
@@ -146,11 +147,15 @@ final class WriterEngine: @unchecked Sendable {
         return nil
     }
 
+    /// True once this engine's MovieWriter created the file: only then is it ours to remove.
+    private var createdFile = false
+
     func discard() {
         guard !discarded else { return }
         discarded = true
         held = []
         movie = nil
-        try? FileManager.default.removeItem(atPath: path)
+        // A writer that failed before creating its file (e.g. the path was taken) removes nothing.
+        if createdFile { OutputPath.removeRegularFile(path) }
     }
 }

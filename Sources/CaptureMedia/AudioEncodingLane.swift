@@ -16,7 +16,7 @@ import Foundation
 ///
 /// `@unchecked Sendable`: the encoder is used only under `encoding` (or by the writer after `take()`,
 /// which leaves nothing pending); the list of buffers only under `works`' lock.
-final class AudioEncodingLane: @unchecked Sendable {
+final class AudioEncodingLane: @unchecked Sendable {  // unchecked: the encoder (shared with MovieWriter) only under `encoding`
     private let encoder: AudioEncoder
     private let queue = DispatchQueue(label: "CaptureMedia.audioEncoding")
     /// Held while a buffer is claimed and encoded: the claim order is the encoding order.
@@ -26,14 +26,16 @@ final class AudioEncodingLane: @unchecked Sendable {
     private let works = Locked<(all: [Work], claimed: Int)>(([], 0))
 
     /// One buffer's encode and what came of it.
-    private final class Work: @unchecked Sendable {
+    private final class Work: Sendable {
         let buffer: AudioPCMBuffer
-        var packets: [PacketOwner] = []
-        var failure: CaptureError?
+        /// Set once by `run` (under `encoding`), taken by `take()` after that.
+        private let result = Locked<(packets: [PacketOwner], failure: CaptureError?)>(([], nil))
 
         init(buffer: AudioPCMBuffer) { self.buffer = buffer }
 
         func run(_ encoder: AudioEncoder) {
+            var packets: [PacketOwner] = []
+            var failure: CaptureError?
             do {
                 try encoder.encode(buffer) { (packet) throws(CaptureError) in
                     let kept = try PacketOwner()
@@ -42,6 +44,16 @@ final class AudioEncodingLane: @unchecked Sendable {
                 }
             } catch {
                 failure = error
+            }
+            result.withLock { $0 = (packets, failure) }
+        }
+
+        /// What `run` made (and nothing after that).
+        func takeResult() -> (packets: [PacketOwner], failure: CaptureError?) {
+            result.withLock { r in
+                let out = r
+                r = ([], nil)
+                return out
             }
         }
     }
@@ -79,8 +91,9 @@ final class AudioEncodingLane: @unchecked Sendable {
         let taken = works.withLock { w in defer { w = ([], 0) }; return w.all }
         var packets: [PacketOwner] = []
         for work in taken {
-            packets += work.packets
-            if let failure = work.failure { return (packets, failure) }
+            let result = work.takeResult()
+            packets += result.packets
+            if let failure = result.failure { return (packets, failure) }
         }
         return (packets, nil)
     }

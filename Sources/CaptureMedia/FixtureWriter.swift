@@ -87,14 +87,17 @@ public final class FixtureWriter {
         av_dict_set(&fc.pointee.metadata, FixtureFormat.versionKey, String(formatVersion), 0)
         fc.pointee.flags |= AVFMT_FLAG_BITEXACT
         // Claimed outside the clean-up below: a failed claim means the file there is not ours.
-        try OutputPath.claim(path)
+        let claimed = try OutputPath.claimKeepingOpen(path)
+        defer { close(claimed) }
         do {
-            try FFmpeg.checkWrite(avio_open(&fc.pointee.pb, path, AVIO_FLAG_WRITE), fc, path: path, "opening \(path)")
+            // Opened through the descriptor (OutputPath.openPath), never by name again: a link or
+            // file put at the path after the claim is not written through.
+            try FFmpeg.checkWrite(avio_open(&fc.pointee.pb, OutputPath.openPath(claimed), AVIO_FLAG_WRITE), fc, path: path, "opening \(path)")
             try FFmpeg.checkWrite(avformat_write_header(fc, nil), fc, path: path, "writing the fixture header")
             // The profile is the first record: NUT's demuxer keeps metadata values to 1 KiB only.
             try writeRecord(["profile": profile], time: 0)
         } catch {
-            try? FileManager.default.removeItem(atPath: path)
+            OutputPath.removeRegularFile(path)
             throw error
         }
     }

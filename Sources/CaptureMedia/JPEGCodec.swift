@@ -116,5 +116,5 @@ public final class JPEGFrameCompressor: FrameCompressor {
 
     /// A handle in the idle pool. @unchecked: a pooled handle belongs to no thread; the one that
     /// takes it out of the pool is its only user until it puts it back.
-    private struct IdleCodec: @unchecked Sendable { let codec: JPEGCodec }
+    private struct IdleCodec: @unchecked Sendable { let codec: JPEGCodec }  // unchecked: one user at a time (taken from the pool)
 }

@@ -755,7 +755,7 @@ public final class MovieWriter {
         avformat_free_context(fc)
         formatContext = nil
         // Only a file this writer created: a failed claim means someone else's file is there.
-        if deleteFile, claimedFile { try? FileManager.default.removeItem(atPath: path) }
+        if deleteFile, claimedFile { OutputPath.removeRegularFile(path) }
     }
 }
 

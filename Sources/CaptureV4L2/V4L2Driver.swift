@@ -34,7 +34,7 @@ public struct V4L2Driver: EventReportingDriver {
 
 /// An open file descriptor on a capture node with what QUERYCAP and enumeration said.
 /// Owned by exactly one `V4L2Device` (or a discovery pass) and closed in `deinit`.
-final class V4L2Node: @unchecked Sendable {
+final class V4L2Node: Sendable {
     // Immutable after init; the descriptor itself is used from the device's callers and its
     // stream, and the kernel serialises ioctls on it.
     let path: String

@@ -18,9 +18,9 @@ import Foundation
 ///
 /// Formats: YUYV, YU12 (I420), NV12 and MJPG; raw formats need an even width and height.
 ///
-/// Concurrency rule (why `@unchecked Sendable`): every mutable field is touched only while holding
-/// `lock`, so `write` and `close` may be called from any thread.
-public final class V4L2LoopbackSink: @unchecked Sendable {
+/// Concurrency rule: every mutable field lives in `state` and is touched only under its lock, so
+/// `write` and `close` may be called from any thread.
+public final class V4L2LoopbackSink: Sendable {
     /// The formats the sink writes (v4l2loopback accepts all four).
     public static let supportedPixelFormats: [PixelFormat] = [.yuyv, .yuv420, .nv12, .mjpeg]
 
@@ -35,19 +35,21 @@ public final class V4L2LoopbackSink: @unchecked Sendable {
     public let jpegQuality: Double
 
     private let system: any V4L2System
-    private let lock = NSLock()
     /// Bytes per line of each plane as the driver lays frames out, and the driver's frame size.
     private let pitches: [Int]
     private let imageSize: Int
 
-    // Guarded by `lock`.
-    /// Nil once closed.
-    private var fd: V4L2FileDescriptor?
-    private var staging: [UInt8]
-    private var converter: PixelConverter?
-    private var scratch: PixelBuffer?
-    private var jpeg: JPEGCodec?
-    private var written = 0
+    private let state: Locked<State>
+
+    private struct State {
+        /// Nil once closed.
+        var fd: V4L2FileDescriptor?
+        var staging: [UInt8]
+        var converter: PixelConverter?
+        var scratch: PixelBuffer?
+        var jpeg: JPEGCodec?
+        var written = 0
+    }
 
     /// Opens `path` as a video output and sets its format and frame interval.
     /// - Throws: `videoOutputFailed` (not found, access denied, not an output, busy, format refused,
@@ -102,9 +104,8 @@ public final class V4L2LoopbackSink: @unchecked Sendable {
         self.frameDuration = frameDuration
         self.jpegQuality = jpegQuality
         self.system = system
-        self.fd = fd
         let rows = pixelFormat.planes(width: dimensions.width, height: dimensions.height).map(\.rows)
-        staging = [UInt8](repeating: 0, count: zip(pitches, rows).map { $0 * $1 }.reduce(0, +))
+        state = Locked(State(fd: fd, staging: [UInt8](repeating: 0, count: zip(pitches, rows).map { $0 * $1 }.reduce(0, +))))
     }
 
     deinit { close() }
@@ -184,48 +185,52 @@ public final class V4L2LoopbackSink: @unchecked Sendable {
     }
 
     /// Frames written so far.
-    public var framesWritten: Int { lock.lock(); defer { lock.unlock() }; return written }
+    public var framesWritten: Int { state.withLock { $0.written } }
 
     /// Writes one frame: a raw frame of any format the converter knows and any size (converted and
     /// scaled to the sink's format), or an MJPEG frame of the sink's size when the sink writes MJPG.
     /// - Throws: `videoOutputFailed` (`.disconnected` when the node went away, `.writeFailed`),
     ///   `formatNotSupported` for a compressed frame the sink cannot pass on, `invalidState` after `close()`.
     public func write(_ frame: PixelBuffer) throws(CaptureError) {
-        lock.lock(); defer { lock.unlock() }
-        guard let fd else { throw .invalidState("the video output \(path) is closed") }
+        try state.withLock { (s) throws(CaptureError) in try write(frame, &s) }
+    }
+
+    private func write(_ frame: PixelBuffer, _ s: inout State) throws(CaptureError) {
+        guard let fd = s.fd else { throw .invalidState("the video output \(path) is closed") }
         if frame.format.isCompressed {
             guard frame.format == pixelFormat, frame.width == dimensions.width, frame.height == dimensions.height else {
                 throw .formatNotSupported("a \(frame.format) \(frame.width)x\(frame.height) frame cannot be written to a \(pixelFormat) \(dimensions) output; deliver raw frames")
             }
-            try frame.withCompressedData { (bytes: UnsafeRawBufferPointer) throws(CaptureError) in try put(bytes, to: fd) }
+            try frame.withCompressedData { (bytes: UnsafeRawBufferPointer) throws(CaptureError) in try put(bytes, to: fd, &s) }
             return
         }
         let target: PixelFormat = pixelFormat == .mjpeg ? (frame.format == .nv12 || frame.format == .yuyv ? frame.format : .yuv420) : pixelFormat
-        let source = try converted(frame, to: target)
+        let source = try converted(frame, to: target, &s)
         if pixelFormat == .mjpeg {
-            if jpeg == nil { jpeg = try JPEGCodec() }
-            let bytes = try jpeg!.encode(source, quality: jpegQuality)
-            try put(bytes, to: fd)
+            if s.jpeg == nil { s.jpeg = try JPEGCodec() }
+            let bytes = try s.jpeg!.encode(source, quality: jpegQuality)
+            try put(bytes, to: fd, &s)
             return
         }
-        pack(source)
-        try put(staging, to: fd)
+        pack(source, into: &s.staging)
+        let staging = s.staging
+        try put(staging, to: fd, &s)
     }
 
     /// `frame` itself when it already has the sink's size and `format`, else a converted copy.
-    private func converted(_ frame: PixelBuffer, to format: PixelFormat) throws(CaptureError) -> PixelBuffer {
+    private func converted(_ frame: PixelBuffer, to format: PixelFormat, _ s: inout State) throws(CaptureError) -> PixelBuffer {
         let size = Dimensions(width: frame.width, height: frame.height)
         if frame.format == format && size == dimensions { return frame }
-        if converter?.source.format != frame.format || converter?.source.dimensions != size || converter?.destination.format != format {
-            converter = try PixelConverter(from: frame.format, size, to: format, dimensions)
-            scratch = PixelBuffer(format: format, width: dimensions.width, height: dimensions.height)
+        if s.converter?.source.format != frame.format || s.converter?.source.dimensions != size || s.converter?.destination.format != format {
+            s.converter = try PixelConverter(from: frame.format, size, to: format, dimensions)
+            s.scratch = PixelBuffer(format: format, width: dimensions.width, height: dimensions.height)
         }
-        try converter!.convert(frame, into: scratch!)
-        return scratch!
+        try s.converter!.convert(frame, into: s.scratch!)
+        return s.scratch!
     }
 
     /// Copies the planes into `staging` at the driver's pitches.
-    private func pack(_ buffer: PixelBuffer) {
+    private func pack(_ buffer: PixelBuffer, into staging: inout [UInt8]) {
         let geometry = pixelFormat.planes(width: dimensions.width, height: dimensions.height)
         staging.withUnsafeMutableBytes { out in
             guard let base = out.baseAddress else { return }
@@ -241,15 +246,15 @@ public final class V4L2LoopbackSink: @unchecked Sendable {
     }
 
     /// `put` for an array (whose `withUnsafeBytes` rethrows untyped errors).
-    private func put(_ bytes: [UInt8], to fd: V4L2FileDescriptor) throws(CaptureError) {
+    private func put(_ bytes: [UInt8], to fd: V4L2FileDescriptor, _ s: inout State) throws(CaptureError) {
         let failure: CaptureError? = bytes.withUnsafeBytes { raw in
-            do throws(CaptureError) { try put(raw, to: fd); return nil } catch { return error }
+            do throws(CaptureError) { try put(raw, to: fd, &s); return nil } catch { return error }
         }
         if let failure { throw failure }
     }
 
     /// One write() of a whole frame.
-    private func put(_ bytes: UnsafeRawBufferPointer, to fd: V4L2FileDescriptor) throws(CaptureError) {
+    private func put(_ bytes: UnsafeRawBufferPointer, to fd: V4L2FileDescriptor, _ s: inout State) throws(CaptureError) {
         if imageSize > 0, bytes.count > imageSize {
             throw .videoOutputFailed(path: path, problem: .writeFailed("a frame of \(bytes.count) bytes does not fit the driver's \(imageSize)-byte buffers"))
         }
@@ -263,13 +268,14 @@ public final class V4L2LoopbackSink: @unchecked Sendable {
         guard n == bytes.count else {
             throw .videoOutputFailed(path: path, problem: .writeFailed("the driver took \(n) of \(bytes.count) bytes"))
         }
-        written += 1
+        s.written += 1
     }
 
     /// Closes the node (readers then see the stream end once no writer remains). Idempotent.
     public func close() {
-        lock.lock(); defer { lock.unlock() }
-        if let fd { system.close(fd) }
-        fd = nil
+        state.withLock { s in
+            if let fd = s.fd { system.close(fd) }
+            s.fd = nil
+        }
     }
 }

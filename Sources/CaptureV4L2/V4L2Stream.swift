@@ -17,7 +17,7 @@ import Logging
 ///
 /// Concurrency rule (why `@unchecked Sendable`): every mutable field is touched only while
 /// holding `lock`; `stop()` may run on any thread and wakes a blocked poll through a pipe.
-final class V4L2Stream: ReconfigurableStream, @unchecked Sendable {
+final class V4L2Stream: ReconfigurableStream, @unchecked Sendable {  // unchecked: mutable fields only under `lock` (see above)
     private let device: V4L2Device
     private var pixelFormat: PixelFormat
     private var size: Dimensions
@@ -431,7 +431,7 @@ final class V4L2Stream: ReconfigurableStream, @unchecked Sendable {
 
 /// One driver buffer's mapping, unmapped when the last holder lets it go: the stream, and any frame
 /// still borrowing it after a restart or stop (the queue keeps orphaned buffers' memory).
-final class V4L2Mapping: @unchecked Sendable {   // immutable after init; munmap once, in deinit
+final class V4L2Mapping: @unchecked Sendable {  // unchecked: immutable mmap address after init; munmap once, in deinit
     let mapped: V4L2MappedBuffer
     private let system: any V4L2System
 

@@ -30,6 +30,9 @@ struct AudioRecordCommand: AsyncParsableCommand {
     @Option(help: "virtual (as fast as possible) or realtime.")
     var pace: CapturePace = .realtime
 
+    @Flag(help: "Replace OUT if it is a regular file (atomically, when the recording finishes); a folder, link, FIFO or device there is never replaced.")
+    var overwrite = false
+
     @Argument(help: "Output file (.wav or .m4a).")
     var output: String
 
@@ -41,6 +44,8 @@ struct AudioRecordCommand: AsyncParsableCommand {
         guard let chosen = format ?? AudioRecorderSettings.Format(rawValue: ext) else {
             throw ValidationError("give --format wav|m4a or end OUT in .wav or .m4a")
         }
+        // The library replaces a regular file as AVAudioRecorder does; the CLI asks for --overwrite.
+        do { try OutputPath.checkNew(output, existing: .init(overwrite: overwrite)) } catch { throw CommandFailure(error, overwritable: true) }
         let recorder: AudioRecorder
         do {
             recorder = try AudioRecorder(path: output, settings: AudioRecorderSettings(format: chosen), microphone: microphone, pace: pace)

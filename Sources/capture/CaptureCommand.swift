@@ -70,10 +70,28 @@ extension VideoStabilizationMode: ExpressibleByArgument {}
 extension MovieContainer: ExpressibleByArgument {}
 extension VideoCodec: ExpressibleByArgument {}
 
+/// True when two output options name one path (`a.xml`, `./a.xml`, `/cwd/a.xml`), before either exists.
+func samePath(_ a: String, _ b: String) -> Bool {
+    func absolute(_ p: String) -> String {
+        ((p.hasPrefix("/") ? p : FileManager.default.currentDirectoryPath + "/" + p) as NSString).standardizingPath
+    }
+    return absolute(a) == absolute(b)
+}
+
 /// Turns a library error into a clean non-zero exit with its message.
 struct CommandFailure: Error, CustomStringConvertible {
     let description: String
     init(_ error: CaptureError) { description = "\(error)" }
+    /// For a command with `--overwrite`: an existing path's message says so.
+    init(_ error: CaptureError, overwritable: Bool) {
+        if overwritable, case .outputFileExists(let path) = error {
+            description = "cannot write \(path): \(OutputPath.kind(at: path) ?? "something") exists there; "
+                + (OutputPath.isRegularFile(path) ? "pass --overwrite to replace it, or choose another name"
+                   : "it is never replaced, even with --overwrite; choose another name")
+        } else {
+            description = "\(error)"
+        }
+    }
     init(_ message: String) { description = message }
 }
 

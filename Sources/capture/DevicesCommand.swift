@@ -11,7 +11,10 @@ struct DevicesCommand: AsyncParsableCommand {
 
     struct DeviceInfo: Codable {
         struct Format: Codable {
+            /// What `capture formats` calls it: NV12 shows its range (`420v` video, `420f` full).
+            var name: String?
             var pixelFormat: String?
+            var fullRange: Bool?
             var width: Int?
             var height: Int?
             var frameRates: [String]?
@@ -44,8 +47,8 @@ struct DevicesCommand: AsyncParsableCommand {
         for info in infos {
             print("\(info.uniqueID)\t\(info.mediaType)\t\(info.name) (\(info.position))")
             for f in info.formats {
-                if let pf = f.pixelFormat, let w = f.width, let h = f.height {
-                    print("    \(pf) \(w)x\(h) @ \((f.frameRates ?? []).joined(separator: ", "))")
+                if let name = f.name, f.pixelFormat != nil {
+                    print("    \(name) @ \((f.frameRates ?? []).joined(separator: ", "))")
                 } else if let rate = f.sampleRate, let ch = f.channels, let sf = f.sampleFormat {
                     print("    \(rate) Hz, \(ch) ch, \(sf)")
                 }
@@ -56,7 +59,8 @@ struct DevicesCommand: AsyncParsableCommand {
     static func describe(_ format: DeviceFormat) -> DeviceInfo.Format {
         switch format.formatDescription {
         case .video(let pf, let d):
-            return .init(pixelFormat: pf.fourcc, width: d.width, height: d.height,
+            return .init(name: ControlOptions.describe(format), pixelFormat: pf.fourcc, fullRange: format.isFullRange,
+                         width: d.width, height: d.height,
                          frameRates: format.frameRateRanges.map(\.description))
         case .audio(let a):
             return .init(sampleRate: a.sampleRate, channels: a.channelCount, sampleFormat: a.sampleFormat.rawValue)

@@ -36,6 +36,9 @@ struct InspectCommand: ParsableCommand {
     @Option(name: .customLong("plot"), help: "Write a PNG plot of the A/V offset at every sync marker and of the frame intervals over time.")
     var plot: String?
 
+    @Flag(help: "Replace --contact-sheet and --plot files that exist, if they are regular files (atomically); a folder, link, FIFO, device or the file inspected is never replaced.")
+    var overwrite = false
+
     @Option(name: .customLong("expect-frames"), help: "Fail unless the file has exactly N frames and none is missing.")
     var expectFrames: Int?
 
@@ -68,8 +71,12 @@ struct InspectCommand: ParsableCommand {
     }
 
     func run() throws {
+        if let contactSheet, let plot, samePath(contactSheet, plot) {
+            throw ValidationError("--contact-sheet and --plot name the same file (\(plot)); give each its own")
+        }
         var options = RecordingInspector.Options(expectFrames: expectFrames, contactSheetPath: contactSheet)
         options.plotPath = plot
+        options.existingOutput = .init(overwrite: overwrite)
         let besideMovie = RecordCommand.metadataPath(for: file)
         if let path = metadata ?? (contactSheet != nil && FileManager.default.fileExists(atPath: besideMovie) ? besideMovie : nil) {
             options.metadataBoxes = try Self.metadataBoxes(path)
@@ -81,7 +88,7 @@ struct InspectCommand: ParsableCommand {
             options.maxAVOffset = seconds
         }
         let report: InspectionReport
-        do { report = try RecordingInspector.inspect(path: file, options: options) } catch { throw CommandFailure(error) }
+        do { report = try RecordingInspector.inspect(path: file, options: options) } catch { throw CommandFailure(error, overwritable: true) }
         print(json ? encodeJSON(report, command: "inspect") : Self.text(report))
         for check in report.checks where !check.passed { printError("check \(check.name) failed: \(check.detail)") }
         if let damage = report.damage {

@@ -30,6 +30,9 @@ struct PhotoCommand: AsyncParsableCommand {
     @Flag(help: "Print the summary as JSON.")
     var json = false
 
+    @Flag(help: "Replace OUTPUT if it is a regular file (atomically); a folder, link, FIFO or device there is never replaced.")
+    var overwrite = false
+
     @Argument(help: "Output file (.jpg).")
     var output: String
 
@@ -51,7 +54,7 @@ struct PhotoCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        if FileManager.default.fileExists(atPath: output) { throw CommandFailure(.outputFileExists(path: output)) }
+        do { try OutputPath.checkNew(output, existing: .init(overwrite: overwrite)) } catch { throw CommandFailure(error, overwritable: true) }
         let registry = CaptureKit.makeRegistry(seed: seed)
         let session = CaptureSession(pace: .realtime)
         let photoOutput = PhotoOutput()
@@ -85,9 +88,9 @@ struct PhotoCommand: AsyncParsableCommand {
         }
         let bytes = photo.fileDataRepresentation()
         do {
-            try NewFile.write(bytes, to: output)
+            try OutputPath.write(bytes, to: output, existing: .init(overwrite: overwrite))
         } catch {
-            throw CommandFailure(error)
+            throw CommandFailure(error, overwritable: true)
         }
         let summary = Summary(output: output, camera: camera, width: photo.resolvedSettings.photoDimensions.width,
                               height: photo.resolvedSettings.photoDimensions.height, bytes: bytes.count,

@@ -175,10 +175,8 @@ final class MetadataLinesWriter: MetadataOutputObjectsDelegate {
     private let state = Locked<(origin: MediaTime?, count: Int, late: [MetadataObject])>((nil, 0, []))
 
     init(path: String, movie: MovieFileOutput) throws(CaptureError) {
-        guard FileManager.default.createFile(atPath: path, contents: nil), let handle = FileHandle(forWritingAtPath: path) else {
-            throw .fileOperationFailed(path: path, reason: "cannot create the metadata file")
-        }
-        self.handle = handle
+        // Created exclusively (never over a file, folder, link, FIFO or device that is there).
+        handle = FileHandle(fileDescriptor: try OutputPath.claimKeepingOpen(path), closeOnDealloc: true)
         self.movie = movie
     }
 

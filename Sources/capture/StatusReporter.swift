@@ -22,9 +22,9 @@ struct StatusOptions: ParsableArguments {
 
 /// Redraws a status line on stderr twice a second (in place: `\r` and erase-to-end-of-line, as
 /// ffmpeg does) or prints one plain line a second, from `sample`, until stopped.
-final class StatusReporter: @unchecked Sendable {
-    // @unchecked: `timer` is created and cancelled on the command's task only; Dispatch keeps it thread-safe.
-    private let timer: any DispatchSourceTimer
+final class StatusReporter: Sendable {
+    /// Behind a lock because Dispatch's source protocols are not `Sendable`.
+    private let timer: Locked<any DispatchSourceTimer>
     private let mode: StatusOptions.Mode
     private let drew = Locked(false)
 
@@ -33,7 +33,7 @@ final class StatusReporter: @unchecked Sendable {
         self.mode = mode
         // Its own user-interactive queue and a 10 ms leeway, not the default global pool: on a loaded
         // two-core machine a tick once ran 1.1 s after the one before, breaking "at least once a second".
-        timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "capture.status-line", qos: .userInteractive))
+        let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "capture.status-line", qos: .userInteractive))
         let interval: DispatchTimeInterval = mode == .inPlace ? .milliseconds(500) : .seconds(1)
         timer.schedule(deadline: .now() + interval, repeating: interval, leeway: .milliseconds(10))
         timer.setEventHandler { [mode, drew] in
@@ -43,11 +43,12 @@ final class StatusReporter: @unchecked Sendable {
             drew.withLock { $0 = true }
         }
         timer.resume()
+        self.timer = Locked(timer)
     }
 
     /// Stops the updates and ends an in-place line, so what follows starts on a fresh line. Idempotent.
     func stop() {
-        timer.cancel()
+        timer.withLock { $0.cancel() }
         let ended = drew.withLock { d -> Bool in
             defer { d = false }
             return d

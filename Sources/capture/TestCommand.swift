@@ -14,7 +14,8 @@ struct TestCommand: AsyncParsableCommand {
             run in parallel (--jobs) in virtual time; the exit status is 1 when any expectation fails, and each failure \
             names the scenario, the expectation and the measured value. --shard I/N runs the I-th of N stable shards \
             (by scenario name), so N CI jobs together run the whole set once. --junit writes JUnit XML, --json the \
-            measurements, --artifacts DIR keeps per scenario DIR/NAME/: the movie, inspect.json, contact-sheet.jpg, \
+            measurements, --artifacts DIR keeps per scenario DIR/NAME/ (NAME made one safe path component, \
+            with -2, -3… when taken, so runs and same-named scenarios never share a folder): the movie, inspect.json, contact-sheet.jpg, \
             av-offset.png and result.json. --camera runs the same files on another camera: on a V4L2 one (vivid in \
             the VM) in real time, its unplug and bufferError faults pressed through vivid's error-injection controls.
             """)
@@ -31,6 +32,9 @@ struct TestCommand: AsyncParsableCommand {
     @Option(help: "Keep each scenario's movie, inspect report, contact sheet, A/V offset plot and result in DIR/NAME/.")
     var artifacts: String?
 
+    @Flag(help: "Replace --junit and --json files that exist, if they are regular files (atomically); a folder, link, FIFO or device there is never replaced, and a scenario being run never.")
+    var overwrite = false
+
     @Option(help: "Scenarios run at once.")
     var jobs: Int = 2
 
@@ -43,6 +47,9 @@ struct TestCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard (1...64).contains(jobs) else { throw ValidationError("--jobs must be 1…64") }
+        if let junit, let json, samePath(junit, json) {
+            throw ValidationError("--junit and --json name the same file (\(junit)); give each its own")
+        }
         if let shard, Self.parseShard(shard) == nil { throw ValidationError("--shard must look like I/N with 1 ≤ I ≤ N, e.g. 2/3, not '\(shard)'") }
     }
 
@@ -69,10 +76,15 @@ struct TestCommand: AsyncParsableCommand {
         if selected.isEmpty {
             printError("capture test: no scenarios to run" + (shard.map { " in shard \($0)" } ?? ""))
         }
-        if let artifacts {
-            do { try FileManager.default.createDirectory(atPath: artifacts, withIntermediateDirectories: true) } catch {
-                throw CommandFailure(.fileOperationFailed(path: artifacts, reason: "cannot create the artifacts folder"))
+        // Outputs are checked before anything runs: refused at once, and never one of the inputs.
+        for report in [junit, json].compactMap({ $0 }) {
+            do { try OutputPath.checkNew(report, existing: .init(overwrite: overwrite)) } catch { throw CommandFailure(error, overwritable: true) }
+            if let input = (files + scenarios).first(where: { OutputPath.isSameFile(report, $0) }) {
+                throw CommandFailure(.outputNotReplaceable(path: report, kind: "the scenario \(input), an input of this run"))
             }
+        }
+        if let artifacts {
+            do { try OutputPath.prepareFolder(artifacts) } catch { throw CommandFailure(error) }
         }
         let progress = Progress(total: selected.count, terminal: isatty(STDOUT_FILENO) == 1)
         let started = Date()
@@ -99,15 +111,9 @@ struct TestCommand: AsyncParsableCommand {
         }
         let done = results.compactMap { $0 }
         progress.end(wall: Date().timeIntervalSince(started))
-        if let junit {
-            guard FileManager.default.createFile(atPath: junit, contents: Data(ScenarioReport.junit(done).utf8)) else {
-                throw CommandFailure(.fileOperationFailed(path: junit, reason: "cannot write the JUnit report"))
-            }
-        }
-        if let json {
-            guard FileManager.default.createFile(atPath: json, contents: Data(ScenarioReport.json(done).utf8)) else {
-                throw CommandFailure(.fileOperationFailed(path: json, reason: "cannot write the JSON report"))
-            }
+        for (path, text) in [(junit, { ScenarioReport.junit(done) }), (json, { ScenarioReport.json(done) })] {
+            guard let path else { continue }
+            do { try OutputPath.write(text(), to: path, existing: .init(overwrite: overwrite)) } catch { throw CommandFailure(error, overwritable: true) }
         }
         if done.contains(where: { !$0.passed }) { throw ExitCode(1) }
     }
@@ -115,11 +121,10 @@ struct TestCommand: AsyncParsableCommand {
 
 /// Progress: on a terminal one line rewritten in place (done/total, failures so far), otherwise a
 /// plain line per finished scenario. Failures are printed in full either way.
-final class Progress: @unchecked Sendable {
+final class Progress: Sendable {
     let total: Int
     let terminal: Bool
-    private var done = 0
-    private var failed = 0
+    private let counts = Locked((done: 0, failed: 0))
 
     init(total: Int, terminal: Bool) {
         self.total = total
@@ -128,8 +133,11 @@ final class Progress: @unchecked Sendable {
 
     // Called from the task group's consuming loop only (one at a time).
     func finished(_ result: ScenarioResult) {
-        done += 1
-        if !result.passed { failed += 1 }
+        let (done, failed) = counts.withLock { c in
+            c.done += 1
+            if !result.passed { c.failed += 1 }
+            return c
+        }
         let status = result.passed ? "PASS" : "FAIL"
         let line = "[\(done)/\(total)] \(status) \(result.name) (\(String(format: "%.1f", result.wallSeconds)) s)"
         if terminal {
@@ -150,6 +158,7 @@ final class Progress: @unchecked Sendable {
     }
 
     func end(wall: Double) {
+        let failed = counts.withLock { $0.failed }
         if terminal { print("\r\u{1B}[2K", terminator: "") }
         print("\(total) scenarios, \(failed) failed, in \(String(format: "%.1f", wall)) s")
     }

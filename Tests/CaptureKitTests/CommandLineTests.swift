@@ -24,6 +24,34 @@ import Testing
         #expect(formats.contains { $0["pixelFormat"] as? String == "NV12" })
     }
 
+    /// sim:back offers NV12 640x480 in video range (420v) and full range (420f): two formats that
+    /// `capture devices` once printed as the same `NV12 640x480 @ 1-30 fps` line twice.
+    @Test func devicesTellsVideoRangeFromFullRange() throws {
+        let result = try TestSupport.run(Self.binary, ["devices"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        let start = try #require(lines.firstIndex { $0.hasPrefix("sim:back\t") })
+        let formats = lines[(start + 1)...].prefix { $0.hasPrefix(" ") }.map { $0.trimmingCharacters(in: .whitespaces) }
+        #expect(formats.count > 2)
+        #expect(Set(formats).count == formats.count, "repeated lines: \(formats)")
+        #expect(formats.contains { $0.hasPrefix("420v 640x480 @ ") } && formats.contains { $0.hasPrefix("420f 640x480 @ ") }, "\(formats)")
+        // The same names as `capture formats` prints.
+        let named = try TestSupport.run(Self.binary, ["formats", "sim:back"])
+        #expect(named.status == 0, "\(named.stderr)")
+        for line in formats {
+            let at = try #require(line.range(of: " @ "))
+            let name = String(line[..<at.lowerBound])
+            #expect(named.stdout.contains(": \(name) @ ") || named.stdout.contains(": \(name)\n"), "\(name) not in capture formats")
+        }
+        // JSON keeps the pixel format and says the range.
+        let json = try TestSupport.run(Self.binary, ["devices", "--json"])
+        let devices = try #require((try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])?["devices"] as? [[String: Any]])
+        let back = try #require(devices.first { $0["uniqueID"] as? String == "sim:back" }?["formats"] as? [[String: Any]])
+        let vga = back.filter { $0["pixelFormat"] as? String == "NV12" && $0["width"] as? Int == 640 && $0["height"] as? Int == 480 }
+        #expect(Set(vga.compactMap { $0["fullRange"] as? Bool }) == [false, true])
+        #expect(Set(vga.compactMap { $0["name"] as? String }) == ["420v 640x480", "420f 640x480"])
+    }
+
     @Test func recordPrintsAJSONSummaryOfWhatItMade() throws {
         let path = try TestSupport.temporaryDirectory() + "/cli.mp4"
         let result = try TestSupport.run(Self.binary, [
@@ -102,6 +130,6 @@ import Testing
         let noFlash = try TestSupport.run(Self.binary, ["photo", "--camera", "sim:back", "--flash", "on", dir + "/flash.jpg"])
         if noFlash.status != 0 { #expect(noFlash.stderr.contains("flash")) }
         let exists = try TestSupport.run(Self.binary, ["photo", "--camera", "sim:back", dir + "/still.jpg"])
-        #expect(exists.status != 0 && exists.stderr.contains("already exists"))
+        #expect(exists.status != 0 && exists.stderr.contains("exists there") && exists.stderr.contains("--overwrite"), "\(exists.stderr)")
     }
 }

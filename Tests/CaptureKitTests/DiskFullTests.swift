@@ -246,10 +246,10 @@ struct DiskFullTests {
         defer { disk.unmount() }
         try disk.fill(leaving: 16_384)
         let path = disk.path + "/still.jpg"
-        #expect(throws: CaptureError.diskFull(path: path)) { try NewFile.write([UInt8](repeating: 0xAB, count: 100_000), to: path) }
+        #expect(throws: CaptureError.diskFull(path: path)) { try OutputPath.write([UInt8](repeating: 0xAB, count: 100_000), to: path) }
         #expect(!FileManager.default.fileExists(atPath: path))
-        try NewFile.write([UInt8](repeating: 0xAB, count: 1000), to: path)
-        #expect(throws: CaptureError.outputFileExists(path: path)) { try NewFile.write([0], to: path) }
+        try OutputPath.write([UInt8](repeating: 0xAB, count: 1000), to: path)
+        #expect(throws: CaptureError.outputFileExists(path: path)) { try OutputPath.write([0], to: path) }
     }
 
     @Test func aFixtureThatDoesNotFitEndsWithDiskFull() async throws {

@@ -72,7 +72,7 @@ import Testing
             let middle = plot.intervals.x(time: 1.5)
             let interval = try #require(Self.drawnValue(of: RecordingPlot.intervalColor, column: middle, in: plot.intervals, picture: picture))
             #expect(abs(interval - 1000.0 / 30) < 2, "\(name): interval drawn at \(interval) ms")
-            let text = try await offPool(CommandLineTests.binary, ["inspect", file, "--plot", out])
+            let text = try await offPool(CommandLineTests.binary, ["inspect", file, "--plot", out, "--overwrite"])
             #expect(text.stdout.contains("plot: \(out) (3 A/V offsets, 95 frame intervals)"), "\(text.stdout)")
         }
         let original = try #require(values["original"]), late = try #require(values["shifted"])
