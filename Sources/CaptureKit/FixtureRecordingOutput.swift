@@ -26,12 +26,16 @@ public final class FixtureRecordingOutput: CaptureOutput {
         var start: MediaTime?
         var values: [[ControlID: ControlValue]]
         var changes = 0
-        var waiter: CheckedContinuation<Result<Summary, CaptureError>, Never>?
     }
 
     private struct State {
         var active: Active?
         var maxRecordedDuration = MediaTime.invalid
+        /// `record(to:)` waiting for the end.
+        var waiter: CheckedContinuation<Result<Summary, CaptureError>, Never>?
+        /// How the latest recording ended, kept until the next start for a `record(to:)` that
+        /// awaits after the end (stopped from its `started` closure, or at once by a limit).
+        var outcome: Result<Summary, CaptureError>?
     }
 
     public let attachment = OutputAttachment()
@@ -50,6 +54,11 @@ public final class FixtureRecordingOutput: CaptureOutput {
     }
 
     public var isRecording: Bool { state.withLock { $0.active != nil } }
+
+    /// Buffers taken into the current recording so far, per device in the fixture's device order
+    /// (empty when not recording); in real time some may still wait to be written, and are written
+    /// before the recording ends.
+    public var buffersRecorded: [Int] { state.withLock { $0.active?.counts ?? [] } }
 
     public func accepts(_ mediaType: MediaType) -> Bool { true }
 
@@ -81,6 +90,7 @@ public final class FixtureRecordingOutput: CaptureOutput {
         let writer = Locked(try FixtureWriter(path: path, devices: profiles))
         state.withLock {
             $0.active = Active(path: path, writer: writer, devices: devices, counts: Array(repeating: 0, count: devices.count), values: values)
+            $0.outcome = nil
         }
         attachment.demandChanged()
     }
@@ -93,17 +103,17 @@ public final class FixtureRecordingOutput: CaptureOutput {
 
     /// Records until `stopRecording`, the duration limit, or the session stops (a replayed fixture
     /// that ends stops its session), and returns the summary. `started` runs right after the
-    /// recording is armed (e.g. to start another output on the same next buffer).
+    /// recording is armed (e.g. to start another output on the same next buffer); it may stop it.
     public func record(to path: String, started: () -> Void = {}) async throws(CaptureError) -> Summary {
         try startRecording(to: path)
         started()
         let result: Result<Summary, CaptureError> = await withCheckedContinuation { continuation in
-            let finished = state.withLock { s -> Bool in
-                guard s.active != nil else { return true }
-                s.active?.waiter = continuation
-                return false
+            let ended = state.withLock { s -> Result<Summary, CaptureError>? in
+                if let outcome = s.outcome { return outcome }
+                s.waiter = continuation
+                return nil
             }
-            if finished { continuation.resume(returning: .failure(.invalidState("the recording ended before it was awaited"))) }
+            if let ended { continuation.resume(returning: ended) }
         }
         return try result.get()
     }
@@ -182,7 +192,13 @@ public final class FixtureRecordingOutput: CaptureOutput {
         let size = (try? FileManager.default.attributesOfItem(atPath: active.path)[.size] as? Int64) ?? 0
         let summary = Summary(path: active.path, buffers: active.counts, controlChanges: active.changes, fileSize: size,
                               stopReason: failure == nil ? reason : "error")
-        active.waiter?.resume(returning: failure.map { .failure($0) } ?? .success(summary))
+        let outcome: Result<Summary, CaptureError> = failure.map { .failure($0) } ?? .success(summary)
+        let waiter = state.withLock { s in
+            defer { s.waiter = nil }
+            if s.waiter == nil { s.outcome = outcome }
+            return s.waiter
+        }
+        waiter?.resume(returning: outcome)
         attachment.demandChanged()
         if let failure { throw failure }
         return summary

@@ -39,7 +39,7 @@ extension MovieFileOutput {
         /// Audio that arrived while waiting for the first video frame; the part at or after that
         /// frame's PTS is written once recording begins (real-time audio often arrives first).
         var audioBacklog: [SampleBuffer] = []
-        /// Pass-through frames skipped as damaged while waiting for the first good one.
+        /// Compressed frames skipped as damaged while waiting for the first good one.
         var invalidBeforeStart: (count: Int, problem: String?) = (0, nil)
     }
 
@@ -87,8 +87,8 @@ extension MovieFileOutput {
                 w.audioBacklog.removeAll { $0.presentationTime + $0.duration < horizon }
                 return nil
             }
-            if let problem = invalidPassthroughFrame(sample, request: request, state: s) {
-                // Copying, and this first frame is damaged: start with the next good one.
+            if let problem = invalidFirstFrame(sample) {
+                // This first frame is damaged: start with the next good one.
                 w.invalidBeforeStart.count += 1
                 w.invalidBeforeStart.problem = w.invalidBeforeStart.problem ?? problem
                 return nil
@@ -173,13 +173,10 @@ extension MovieFileOutput {
         }
     }
 
-    /// Why a first video frame that would be copied is not a whole JPEG (nil: fine, or not copying).
-    private func invalidPassthroughFrame(_ sample: SampleBuffer, request: Request, state s: State) -> String? {
-        guard let pixels = sample.pixelBuffer, pixels.format.isCompressed,
-              let video = request.connections.first(where: { $0.mediaType == .video }) else { return nil }
-        let container = MovieContainer(pathExtension: (request.path as NSString).pathExtension) ?? .mp4
-        let settings = s.connectionSettings[ObjectIdentifier(video)] ?? s.settings
-        guard settings.resolvedVideoMode(sourceFormat: pixels.format, container: container) == .passthrough else { return nil }
+    /// Why a first compressed video frame is not a whole JPEG (nil: fine, or not compressed), copied
+    /// or encoded alike: the file starts with the next good one.
+    private func invalidFirstFrame(_ sample: SampleBuffer) -> String? {
+        guard let pixels = sample.pixelBuffer, pixels.format.isCompressed else { return nil }
         return pixels.withCompressedData { JPEGFrameCheck.inspect($0).problem }
     }
 
@@ -287,18 +284,19 @@ extension MovieFileOutput {
                 case .pastEnd: return .stop(.recordingLimitReached(.maximumDuration), reason: "maximumDuration")
                 case .paused, .beforeStart, .noTrack: return nil
                 }
-                if active.passthrough {
-                    do {
+                do {
+                    if active.passthrough {
                         try active.writer.appendCompressedVideo(buffer, frameIndex: slot.tick)
-                    } catch .invalidCompressedFrame(let problem) {
-                        // A damaged frame (truncated on the bus, say) is left out and counted; the
-                        // previous frame shows until the next good one, whose PTS is unchanged.
-                        active.invalidFrames += 1
-                        active.invalidFrameProblem = active.invalidFrameProblem ?? "frame at \(slot.fileTime.seconds) s: \(problem)"
-                        return nil
+                    } else {
+                        try active.writer.appendVideo(buffer, frameIndex: slot.tick)
                     }
-                } else {
-                    try active.writer.appendVideo(buffer, frameIndex: slot.tick)
+                } catch .invalidCompressedFrame(let problem) {
+                    // A damaged camera frame (truncated on the bus, say), copied or decoded to be
+                    // encoded, is left out and counted, as AVFoundation drops it: the previous frame
+                    // shows until the next good one, whose PTS is unchanged; the recording goes on.
+                    active.invalidFrames += 1
+                    active.invalidFrameProblem = active.invalidFrameProblem ?? "frame at \(slot.fileTime.seconds) s: \(problem)"
+                    return nil
                 }
                 active.timeline.didWriteVideo(slot, duration: sample.duration)
             case .audio(let buffer):

@@ -24,6 +24,8 @@ import Foundation
 /// - Pass-through frames are queued and muxed by reference (no copy of the JPEG bytes) unless the
 ///   writer queue backs up, when only the frame's valid bytes are copied to free the device's buffer.
 ///   A frame that is not a whole JPEG is left out and counted (`invalidFramesSkipped`).
+/// - When an MJPEG camera's frames are encoded, a frame that does not decode cleanly is left out
+///   and counted the same way: one damaged camera frame never ends the recording.
 public final class MovieFileOutput: CaptureOutput {
     /// How the video track is made from the camera's frames.
     public enum VideoMode: Sendable, Hashable {

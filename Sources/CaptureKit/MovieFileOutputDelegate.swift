@@ -40,7 +40,8 @@ public struct RecordingSummary: Sendable, Codable, Equatable {
     public var videoCodec: String?
     /// True when the camera's compressed frames were copied into the file (no decode, no encode).
     public var videoPassthrough: Bool = false
-    /// Pass-through frames left out because they were not whole JPEGs (damaged or truncated).
+    /// Damaged camera frames left out: MJPEG frames that were not whole JPEGs (copied or encoded)
+    /// or, when encoding, did not decode cleanly. The recording goes on without them.
     public var invalidFramesSkipped: Int = 0
     /// Why the first such frame was left out.
     public var invalidFrameProblem: String?

@@ -353,18 +353,19 @@ public final class MovieWriter {
         return stream
     }
 
-    /// Appends one frame; `ticks` counts the track's ticks (`VideoEncoderSettings.timeBase`, by
-    /// default frame durations) from the file's start.
+    /// Appends one frame; `ticks` counts the track's ticks (`VideoEncoderSettings.timeBase`, by default frame durations)
+    /// from the file's start. A frame not written (`invalidCompressedFrame`) leaves a keyframe due at it to the next one.
     public func appendVideo(_ buffer: PixelBuffer, frameIndex ticks: Int64) throws(CaptureError) {
         guard let video, let stream = videoStream else { throw .invalidState("this movie has no video track") }
         guard !finished else { throw .invalidState("the movie is already finished") }
-        let tick = video.settings.timeBase ?? video.settings.frameDuration
+        let tick = video.settings.timeBase ?? video.settings.frameDuration, written = videoFramesWritten, due = nextForcedKeyframe
+        defer { if videoFramesWritten == written { nextForcedKeyframe = due } }
         let forceKeyframe = keyframeDue(at: Double(ticks) * tick.seconds)
         // An injected slow encoder: this frame takes at least that long (wall time).
         let stall = options.faults.encoderStall(at: Double(ticks) * tick.seconds)
         if stall > 0 { usleep(useconds_t(stall) * 1000) }
-        // No audio waiting (video only, or none appended since the last frame): written as encoded.
-        // Nothing can be appended meanwhile (appends come one at a time), so the order is the same.
+        // No audio waiting (video only, or none appended since the last frame): written as encoded
+        // (nothing can be appended meanwhile: appends come one at a time, so the order is the same).
         if (audioLane?.pendingCount ?? 0) == 0 {
             try video.encode(buffer, ticks: ticks, forceKeyframe: forceKeyframe) { (packet) throws(CaptureError) in
                 try write(packet, timeBase: video.context.pointee.time_base, stream: stream)

@@ -190,12 +190,21 @@ final class VideoEncoder {
         try drain(into: sink)
     }
 
-    /// An MJPEG frame as I420 of the encoder's size.
+    /// An MJPEG frame as I420 of the encoder's size. A frame that is not one whole JPEG, that
+    /// libturbojpeg cannot decode cleanly (a warning such as "premature end of data" counts: the
+    /// picture is partly garbage) or whose header says another size throws `invalidCompressedFrame`
+    /// before anything reaches the encoder, so the caller can leave that one frame out.
     private func decodeJPEG(_ buffer: PixelBuffer, with decoder: JPEGCodec) throws(CaptureError) -> PixelBuffer {
         let bytes = buffer.withCompressedData { Array($0) }
-        let decoded = try decoder.decode(bytes)
+        if let problem = bytes.withUnsafeBytes({ JPEGFrameCheck.inspect($0).problem }) { throw .invalidCompressedFrame(problem) }
+        let decoded: PixelBuffer
+        do {
+            decoded = try decoder.decode(bytes)
+        } catch .codecFailure(_, _, let message) {
+            throw .invalidCompressedFrame("libturbojpeg could not decode it (\(message))")
+        }
         guard decoded.width == settings.dimensions.width, decoded.height == settings.dimensions.height else {
-            throw .formatNotSupported("an MJPEG frame of \(decoded.width)x\(decoded.height) in a \(settings.dimensions) recording")
+            throw .invalidCompressedFrame("its header says \(decoded.width)x\(decoded.height), the recording is \(settings.dimensions)")
         }
         if decoded.format == .yuv420 { return decoded }
         if decodedConverter?.source.format != decoded.format {

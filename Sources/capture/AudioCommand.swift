@@ -54,7 +54,7 @@ struct AudioRecordCommand: AsyncParsableCommand {
         let statusMode: StatusOptions.Mode = meter ? .none : status.mode
         recorder.isMeteringEnabled = meter || statusMode != .none
         guard recorder.record(forDuration: duration) else { throw CommandFailure(recorder.error ?? .invalidState("could not start recording")) }
-        let stop = SignalHandler(signals: [SIGINT, SIGTERM]) { recorder.stop() }
+        let stop = StopSignals { recorder.stop() }
         defer { stop.cancel() }
         let started = Date()
         let reporter = StatusReporter(mode: statusMode) { [output] in
@@ -134,7 +134,7 @@ struct AudioPlayCommand: AsyncParsableCommand {
         player.rate = rate
         player.numberOfLoops = loops
         player.isMeteringEnabled = true
-        let stop = SignalHandler(signals: [SIGINT, SIGTERM]) { player.stop() }
+        let stop = StopSignals { player.stop() }
         defer { stop.cancel() }
         let before = player.output.playedFrameCount
         guard player.play() else { throw CommandFailure(player.error ?? .invalidState("could not start playback")) }

@@ -26,6 +26,9 @@ struct CaptureCommand: AsyncParsableCommand {
         // EFBIG: "File too large") and a file cut back to its complete fragments, not kill the
         // process with SIGXFSZ halfway through a write.
         signal(SIGXFSZ, SIG_IGN)
+        // A reader that went away (`capture record … | head`, a closed terminal's pipe) makes writes
+        // fail with EPIPE instead of killing the process before its recording is finished.
+        signal(SIGPIPE, SIG_IGN)
         // Frames are large (12 MB at 3840x2160) and come and go in pools. glibc's default raises
         // its mmap threshold to the largest block freed, after which frame-sized blocks come from
         // arenas that never shrink: a fixed threshold keeps them mapped and unmapped whole (a 4K
@@ -44,7 +47,21 @@ struct CaptureCommand: AsyncParsableCommand {
 
 /// Writes to standard error (the CLI's messages; results go to standard output).
 func printError(_ message: String) {
-    FileHandle.standardError.write(Data((message + "\n").utf8))
+    writeStandardError(message + "\n")
+}
+
+/// Writes `text` to standard error with write(2), ignoring failure: after a hangup (SIGHUP: the
+/// terminal is gone, writes fail with EIO) or with a closed pipe (EPIPE; SIGPIPE is ignored) a
+/// status line that cannot be shown must not stop a recording from being finished, as
+/// `FileHandle.write`, which traps on an error, would.
+func writeStandardError(_ text: String) {
+    var bytes = Array(text.utf8)[...]
+    while !bytes.isEmpty {
+        let written = bytes.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+        if written < 0 && errno == EINTR { continue }
+        guard written > 0 else { return }
+        bytes = bytes.dropFirst(written)
+    }
 }
 
 extension CapturePace: ExpressibleByArgument {}
@@ -52,27 +69,6 @@ extension VideoEncoderSettings.Preset: ExpressibleByArgument {}
 extension VideoStabilizationMode: ExpressibleByArgument {}
 extension MovieContainer: ExpressibleByArgument {}
 extension VideoCodec: ExpressibleByArgument {}
-
-/// Runs `action` once when one of `signals` arrives (the default action — terminating — is
-/// replaced while the handler lives).
-final class SignalHandler: Sendable {
-    /// Behind a lock because Dispatch's source protocols are not `Sendable`.
-    private let sources: Locked<[any DispatchSourceSignal]>
-
-    init(signals: [Int32], action: @escaping @Sendable () -> Void) {
-        sources = Locked(signals.map { number in
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler(handler: action)
-            source.resume()
-            return source
-        })
-    }
-
-    func cancel() {
-        sources.withLock { for source in $0 { source.cancel() } }
-    }
-}
 
 /// True when two output options name one path (`a.xml`, `./a.xml`, `/cwd/a.xml`), before either exists.
 func samePath(_ a: String, _ b: String) -> Bool {

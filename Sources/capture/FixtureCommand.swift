@@ -12,7 +12,11 @@ struct FixtureCommand: AsyncParsableCommand {
 struct FixtureRecordCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "record",
-        abstract: "Record a camera and/or microphone, buffers exactly as delivered, into a fixture file (NUT).")
+        abstract: "Record a camera and/or microphone, buffers exactly as delivered, into a fixture file (NUT).",
+        discussion: """
+            SIGINT (Ctrl-C), SIGTERM, SIGHUP and SIGQUIT end the recording early: the fixture is \
+            finished with every buffer it took (stopped: requested, exit 0), as at the end of --duration.
+            """)
 
     @Option(help: "Camera unique ID (any device: sim:webcam, /dev/video0, fixture:…).")
     var camera: String?
@@ -103,21 +107,29 @@ struct FixtureRecordCommand: AsyncParsableCommand {
             }
             try session.startRunning()
             defer { session.stopRunning() }
+            // SIGINT, SIGTERM, SIGHUP, SIGQUIT: the fixture is finished (its end record written) with
+            // what it holds, stop reason requested, exit 0 (StopSignals); the --movie with it.
+            let interrupt = StopSignals { _ = try? fixture.stopRecording() }
+            defer { interrupt.cancel() }
             // The movie starts the moment the fixture is armed (opening the fixture writer can take
             // a while), so both begin with the next buffer; the check below catches the rare frame
             // that arrives between the two.
             let began = Locked<Date?>(nil)
-            let realtime = pace == .realtime
+            let realtime = pace == .realtime, hasCamera = camera != nil
             let reporter = StatusReporter(mode: status.mode) { [output] in
                 guard let start = began.withLock({ $0 }), fixture.isRecording else { return nil }
                 let elapsed = Date().timeIntervalSince(start)
                 // Buffers are stored as they arrive: in real time the media so far is the time so far.
-                return CaptureStatus(elapsed: elapsed, mediaSeconds: realtime ? elapsed : nil, fileSize: StatusReporter.fileSize(output))
+                return CaptureStatus(elapsed: elapsed, mediaSeconds: realtime ? elapsed : nil, frames: hasCamera ? fixture.buffersRecorded.first : nil,
+                                     fileSize: StatusReporter.fileSize(output))
             }
             defer { reporter?.stop() }
             summary = try await fixture.record(to: output) {
                 began.withLock { $0 = Date() }
                 if let movie { movieOutput.startRecording(to: movie, recordingDelegate: movieDelegate) }
+                printError("capture: recording fixture to \(output) (armed \(String(format: "%.3f", ProcessClock.secondsSinceLaunch())) s after launch)")
+                // A signal that came before the recording was armed (there was nothing to stop yet).
+                if interrupt.received != nil { _ = try? fixture.stopRecording() }
             }
             reporter?.stop()
             if let movie {

@@ -12,6 +12,10 @@ struct RecordCommand: AsyncParsableCommand {
             default there, or --video-codec copy); MP4 gets H.264. Copied video can be rotated only \
             through the display matrix (--rotation/--mirror, MOV). With --pace virtual the simulator \
             runs as fast as the encoder allows and the file is identical on every run for the same --seed.
+
+            SIGINT (Ctrl-C), SIGTERM, SIGHUP and SIGQUIT (Ctrl-\\) end the recording as --duration \
+            would: the file is finished and playable, the summary says stopped: requested, exit 0. A \
+            damaged MJPEG frame from the camera is left out and counted, whether copied or encoded.
             """)
 
     @Option(help: "Camera unique ID (e.g. sim:back). Omit for audio only.")
@@ -266,8 +270,8 @@ struct RecordCommand: AsyncParsableCommand {
             }
             try session.startRunning()
             defer { session.stopRunning() }
-            // Ctrl-C / SIGTERM: finish the file and exit 0.
-            let interrupt = SignalHandler(signals: [SIGINT, SIGTERM]) { movie.stopRecording() }
+            // SIGINT, SIGTERM, SIGHUP, SIGQUIT: finish the file and exit 0 (StopSignals).
+            let interrupt = StopSignals { movie.stopRecording() }
             defer { interrupt.cancel() }
             // One line on stderr when the first sample is in: scripts (and the crash tests) learn
             // when the recording really began, measured on this process's own clock.
@@ -285,9 +289,11 @@ struct RecordCommand: AsyncParsableCommand {
             }
             defer { reporter?.stop() }
             summary = try await movie.record(to: output) { [output] in
-                let line = "capture: recording to \(output) (first sample \(String(format: "%.3f", ProcessClock.secondsSinceLaunch())) s after launch)\n"
-                FileHandle.standardError.write(Data(line.utf8))
+                let line = "capture: recording to \(output) (first sample \(String(format: "%.3f", ProcessClock.secondsSinceLaunch())) s after launch)"
+                printError(line)
                 began.withLock { $0 = Date() }
+                // A signal that came before the recording began (there was nothing to stop yet).
+                if interrupt.received != nil { movie.stopRecording() }
             }
         } catch {
             // The disk refused a write: with --json, scripts still get what was kept (stdout).

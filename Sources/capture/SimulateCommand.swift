@@ -14,7 +14,7 @@ struct SimulateCommand: AsyncParsableCommand {
             microphone's tone and sync bursts on hw:Loopback,1,0 (mono 48 kHz S16_LE), e.g. \
             `arecord -D hw:Loopback,1,0 -f S16_LE -r 48000 -c 1 out.wav`. Camera and microphone together run in one \
             session on one clock: a synchronized virtual camera + microphone pair. \
-            Runs until Ctrl-C (or SIGTERM) or --duration.
+            Runs until Ctrl-C (or SIGTERM, SIGHUP, SIGQUIT) or --duration.
             """)
 
     @Option(help: "Camera unique ID (e.g. sim:back, sim:webcam); needs --to.")
@@ -96,7 +96,7 @@ struct SimulateCommand: AsyncParsableCommand {
 
         let session = CaptureSession(pace: .realtime)
         let stop = Locked(false)
-        let interrupt = SignalHandler(signals: [SIGINT, SIGTERM]) { stop.withLock { $0 = true } }
+        let interrupt = StopSignals { stop.withLock { $0 = true } }
         defer { interrupt.cancel() }
         let start = HostClock.now()
         do throws(CaptureError) {

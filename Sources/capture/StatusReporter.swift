@@ -39,7 +39,7 @@ final class StatusReporter: Sendable {
         timer.setEventHandler { [mode, drew] in
             guard let status = sample() else { return }
             let line = StatusLine.render(status)
-            FileHandle.standardError.write(Data((mode == .inPlace ? "\r" + line + "\u{1B}[K" : line + "\n").utf8))
+            writeStandardError(mode == .inPlace ? "\r" + line + "\u{1B}[K" : line + "\n")
             drew.withLock { $0 = true }
         }
         timer.resume()
@@ -53,7 +53,7 @@ final class StatusReporter: Sendable {
             defer { d = false }
             return d
         }
-        if mode == .inPlace, ended { FileHandle.standardError.write(Data("\n".utf8)) }
+        if mode == .inPlace, ended { writeStandardError("\n") }
     }
 
     /// The size of the file at `path` now (nil when there is none yet).
