@@ -411,7 +411,8 @@ public final class CaptureHarness {
         if configuration.pace == .virtual { waitForScriptedResume() }
         let cutoff = now.seconds
         collector.state.withLock { $0.cutoff = cutoff }
-        if let movie, started {
+        if let movie, running {
+            // Only a recording the harness asked for (a start the devices refused never asks).
             movie.stopRecording()
             // The stop takes effect at the next sample.
             if configuration.pace == .virtual, session.isRunning {
