@@ -475,8 +475,7 @@ public final class MovieWriter {
     private var nextCut: Double?
     /// Why a finished fragmented movie stayed fragmented (it is complete and playable either way).
     public private(set) var defragmentationFailure: CaptureError?
-    /// The file this writer created (its defragmented copy once that replaced it): finishing steps
-    /// touch the path only while it names this file.
+    /// The file written (then its defragmented copy): finishing touches the path only while it names it.
     public private(set) var fileIdentity: FileIdentity?
     /// The encoder's latency in frames: how many frames after a frame went in its packet came out,
     /// at most (x264's look-ahead, B-frames and frame threads). A fragment can be cut only once its

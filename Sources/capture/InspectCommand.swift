@@ -87,7 +87,8 @@ struct InspectCommand: ParsableCommand {
         let noMedia = report.damage == nil && !report.streams.contains { $0.packets > 0 }
         if noMedia {
             let detail = report.streams.isEmpty ? "the file has no streams: it holds no media"
-                : "its \(report.streams.count) stream\(report.streams.count == 1 ? "" : "s") hold no packets: nothing to decode"
+                : report.streams.count == 1 ? "its stream holds no packets: nothing to decode"
+                : "its \(report.streams.count) streams hold no packets: nothing to decode"
             report.checks.append(InspectionReport.Check(name: "media", passed: false, detail: detail))
         }
         print(json ? encodeJSON(report, command: "inspect") : Self.text(report))
