@@ -184,14 +184,11 @@ struct ProfileParser {
 
     /// A JSON number (not a boolean) as a Double, whichever way Foundation represented it.
     static func numeric(_ v: Any) -> Double? {
-        // On Linux every JSON number is an NSNumber that also casts to Bool: tell them apart by type code.
-        guard let n = v as? NSNumber, !isBoolean(n) else { return nil }
-        return n.doubleValue
+        // Booleans, integers and decimals as JSONNumber tells them apart (Linux gives all NSNumbers).
+        JSONNumber.double(v)
     }
 
-    static func isBoolean(_ n: NSNumber) -> Bool {
-        String(cString: n.objCType) == "c" || type(of: n) != NSNumber.self
-    }
+    static func isBoolean(_ n: NSNumber) -> Bool { JSONNumber.isBoolean(n) }
 
     func bool(_ o: [String: Any], _ key: String, _ path: String) throws(CaptureError) -> Bool {
         guard let v = o[key] else { return false }

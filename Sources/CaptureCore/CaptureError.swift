@@ -164,7 +164,7 @@ public enum CaptureError: Error, Sendable, Equatable, CustomStringConvertible {
         case .recordingLimitReached(let limit):
             return "the recording stopped at its \(limit.rawValue) limit; the file is complete"
         case .noDataRecorded:
-            return "the recording stopped before any sample arrived; no file was written"
+            return "nothing was captured: no sample arrived before the stop, or the limits let none in (e.g. a duration shorter than one frame); no file was kept"
         case .alreadyRecording:
             return "this output is already recording; stop the current recording first"
         case .encoderUnavailable(let name):

@@ -21,6 +21,7 @@ public struct InspectionReport: Sendable, Codable {
         public var name: String
         public var passed: Bool
         public var detail: String
+        public init(name: String, passed: Bool, detail: String) { (self.name, self.passed, self.detail) = (name, passed, detail) }
     }
 
     public struct Thumbnail: Sendable, Codable {
@@ -138,6 +139,7 @@ public enum RecordingInspector {
         guard let attributes = try? FileManager.default.attributesOfItem(atPath: path) else {
             throw .fileOperationFailed(path: path, reason: "no such file")
         }
+        try InputFile.requireRegular(path, what: "a media file")
         let size = (attributes[.size] as? NSNumber)?.int64Value ?? 0
         let layout = ContainerLayout.read(path: path)
         let scanReader: MediaFileReader

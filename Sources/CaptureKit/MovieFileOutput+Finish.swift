@@ -74,9 +74,33 @@ extension MovieFileOutput {
             summary.fragmentsWritten = active.writer.fragmentsWritten
             summary.videoEncoderLatencyFrames = active.writer.videoEncoderLatencyFrames
             (summary.videoFramesSkipped, summary.videoFramesDroppedLate) = shedding.withLock { $0 }
+            Self.checkResult(of: active.writer, summary: &summary, failure: &failure)
             finish(active.request, summary: summary, error: failure)
         }
         return true
+    }
+
+    /// What finishing left at the path, told truthfully: a defragmentation that failed (the file
+    /// keeps its fragments and plays), a path that no longer names the file written (not usable,
+    /// nothing reported of it), and a file with no media in it — not usable, removed (only when the
+    /// path still names the file written) and reported as `noDataRecorded`, as AVFoundation reports
+    /// a recording that captured nothing; a file without streams plays nowhere, so it is not kept.
+    static func checkResult(of writer: MovieWriter, summary: inout RecordingSummary, failure: inout CaptureError?) {
+        let path = summary.path
+        if let problem = writer.defragmentationFailure { summary.defragmentationError = "\(problem)" }
+        if let identity = writer.fileIdentity, FileIdentity(path: path) != identity {
+            summary.fileIsUsable = false
+            summary.fileSize = 0
+            if summary.defragmentationError == nil {
+                summary.defragmentationError = "\(MovieDefragmenter.replaced(path))"
+            }
+            return
+        }
+        guard summary.videoFrames == 0, summary.audioSamples == 0, failure.map({ !$0.isWriteFailure }) ?? true else { return }
+        summary.fileIsUsable = false
+        summary.defragmentationError = nil
+        if let identity = writer.fileIdentity, identity.unlink(path) { summary.fileSize = 0 }
+        if failure == nil || failure?.recordingFinishedSuccessfully == true { failure = .noDataRecorded }
     }
 
     /// `RecordingSummary.stopReason` for a failure: `diskFull`, `writeFailed` or `error`.

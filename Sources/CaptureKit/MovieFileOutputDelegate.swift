@@ -56,6 +56,11 @@ public struct RecordingSummary: Sendable, Codable, Equatable {
     /// Real-time video frames dropped because `maximumEncoderQueueBytes` of frames were already
     /// waiting for the encoder.
     public var videoFramesDroppedLate: Int = 0
+    /// nil when a fragmented MP4/MOV was defragmented (or needed no defragmenting); otherwise why it
+    /// was not — no room on the disk for the copy, or the path no longer names this recording. The
+    /// file then keeps its fragments: it is complete and plays, but FFmpeg-based readers show the
+    /// audio's AAC priming (a start at −21 ms). `capture record` exits 3 then.
+    public var defragmentationError: String?
 
     static func empty(_ path: String, reason: String) -> RecordingSummary {
         RecordingSummary(path: path, videoFrames: 0, audioSamples: 0, duration: 0, fileSize: 0, stopReason: reason)

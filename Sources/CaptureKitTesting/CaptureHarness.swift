@@ -319,7 +319,7 @@ public final class CaptureHarness {
         if configuration.pace == .virtual { waitForScriptedResume() }
         let cutoff = now.seconds
         collector.state.withLock { $0.cutoff = cutoff }
-        if let movie, started {
+        if let movie, running {  // a start the devices refused never asked for a recording
             movie.stopRecording()
             // The stop takes effect at the next sample.
             if configuration.pace == .virtual, session.isRunning {

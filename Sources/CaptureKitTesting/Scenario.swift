@@ -135,6 +135,7 @@ public struct Scenario: Sendable {
 
     /// Reads and validates a scenario file.
     public static func load(path: String) throws(CaptureError) -> Scenario {
+        try requireRegularFile(path)
         guard let data = FileManager.default.contents(atPath: path) else {
             throw .invalidScenario(file: path, field: "(file)", problem: "cannot be read (no such file, or not readable)")
         }
@@ -205,28 +206,26 @@ struct ScenarioParser {
 
     /// On Linux every JSON number is an NSNumber that also casts to Bool: tell them apart by type code
     /// (as the profile parser does).
-    static func isBool(_ value: Any) -> Bool {
-        if value is Bool && !(value is NSNumber) { return true }
-        guard let n = value as? NSNumber else { return false }
-        return String(cString: n.objCType) == "c" || type(of: n) != NSNumber.self
-    }
+    static func isBool(_ value: Any) -> Bool { JSONNumber.isBoolean(value) }
 
     func number(_ value: Any?, _ path: String) throws(CaptureError) -> Double {
-        guard let value, !Self.isBool(value), let n = value as? NSNumber, n.doubleValue.isFinite else {
-            throw fail(path, "must be a number, not \(Self.kind(value))")
-        }
-        return n.doubleValue
+        guard let d = JSONNumber.double(value), d.isFinite else { throw fail(path, "must be a number, not \(Self.kind(value))") }
+        return d
     }
 
     func integer(_ value: Any?, _ path: String, min lower: Int64 = .min) throws(CaptureError) -> Int64 {
         let d = try number(value, path)
-        guard d == d.rounded(), abs(d) < 9e15 else { throw fail(path, "must be a whole number, not \(d)") }
-        guard Int64(d) >= lower else { throw fail(path, "must be \(lower) or more, not \(Int64(d))") }
-        return Int64(d)
+        guard let n = JSONNumber.integer(value) else {
+            throw fail(path, d == d.rounded() ? "\(Self.text(value)) is out of range (allowed: whole numbers from \(max(lower, Int64.min)) to \(Int64.max))"
+                                              : "must be a whole number, not \(Self.text(value))")
+        }
+        guard n >= lower else { throw fail(path, "must be \(lower) or more, not \(n)") }
+        return n
     }
 
     func string(_ value: Any?, _ path: String) throws(CaptureError) -> String {
-        guard let s = value as? String, !s.isEmpty else { throw fail(path, "must be a non-empty string, not \(Self.kind(value))") }
+        if let s = value as? String, s.isEmpty { throw fail(path, "must not be empty") }
+        guard let s = value as? String else { throw fail(path, "must be a non-empty string, not \(Self.kind(value))") }
         return s
     }
 
@@ -276,7 +275,7 @@ struct ScenarioParser {
             if let problem = Scenario.nameProblem(s.name) { throw fail("name", problem) }
         }
         if let v = top["description"] { s.summary = try string(v, "description") }
-        if let v = top["seed"] { s.seed = UInt64(try integer(v, "seed", min: 0)) }
+        if let v = top["seed"] { s.seed = try seed(v) }
         if let v = top["pace"] { s.pace = CapturePace(rawValue: try choice(v, "pace", CapturePace.allCases.map(\.rawValue)))! }
         guard let devicesValue = top["devices"] else { throw fail("devices", "is required: {\"camera\": {\"device\": \"sim:back\"}} and/or \"microphone\"") }
         let devices = try object(devicesValue, "devices", allowed: ["camera", "microphone"])
@@ -316,6 +315,7 @@ struct ScenarioParser {
             if case .invalidFaultEvent(let index, let problem, let allowed) = error { throw fail("faults[\(index)]", "\(problem) (allowed: \(allowed))") }
             throw fail("faults", "\(error)")
         }
+        try checkWallTime(s)
         guard let expectationsValue = top["expectations"] else { throw fail("expectations", "is required: what must come out (e.g. {\"frames\": 90})") }
         s.expectations = try expectations(expectationsValue, "expectations", scenario: s)
         guard !s.expectations.isEmpty else { throw fail("expectations", "states nothing; give at least one expectation") }
@@ -350,6 +350,7 @@ struct ScenarioParser {
             guard FileManager.default.fileExists(atPath: resolved) else {
                 throw fail(Self.join(path, "fixture"), "no fixture at \(resolved) (record one with `capture fixture record`)")
             }
+            try requireRegularFixture(resolved, field: Self.join(path, "fixture"))
             id = "fixture:" + resolved
         case (nil, nil): throw fail(path, "needs \"device\" (a unique ID such as \(video ? "sim:back" : "sim:mic"))\(video ? " or \"fixture\" (a fixture file)" : "")")
         default: throw fail(path, "gives both \"device\" and \"fixture\"; give one")

@@ -159,8 +159,13 @@ public enum ScenarioRunner {
                 t += d
             }
         } catch {
-            // A start the devices refused is among the harness's errors; any other failure is the run's problem.
-            if !harness.errors.contains(where: { $0.message == error.description }) { result.problem = "the run failed: \(error)" }
+            // A start the devices refused is among the harness's errors; any other failure is the run's
+            // problem. A format the device lacks (a fixture recorded in another) is the setup's, always said.
+            if case .formatNotSupported = error {
+                result.problem = "cannot set up: \(error)"
+            } else if !harness.errors.contains(where: { $0.message == error.description }) {
+                result.problem = "the run failed: \(error)"
+            }
         }
         let recording = await harness.finish()
         let measured = measure(recording)

@@ -40,6 +40,9 @@ final class DemuxerOwner {
 public enum FixtureReader {
     public static func read(path: String) throws(CaptureError) -> FixtureContents {
         func invalid(_ problem: String) -> CaptureError { .invalidFixture(path: path, problem: problem) }
+        if let kind = InputFile.nonRegularKind(path) {
+            throw invalid("it is \(kind), not a regular file (reading it could wait for ever); give a fixture file")
+        }
         guard FileManager.default.isReadableFile(atPath: path) else { throw invalid("no readable file there") }
         let demuxer: DemuxerOwner
         do {

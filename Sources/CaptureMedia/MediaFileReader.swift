@@ -46,6 +46,7 @@ public final class MediaFileReader {
     public init(path: String) throws(CaptureError) {
         _ = FFmpeg.quietLogs
         self.path = path
+        try InputFile.requireRegular(path, what: "a media file")
         var context: UnsafeMutablePointer<AVFormatContext>? = nil
         try FFmpeg.check(FFmpeg.openLocalInput(&context, path), "opening \(path)")
         formatContext = context

@@ -1,3 +1,4 @@
+import CCaptureShims
 import CFFmpeg
 import CaptureCore
 import Foundation
@@ -12,38 +13,107 @@ import Foundation
 /// video frame. In a regular movie the same edit list hides the priming for every reader.
 /// Packets keep their exact timestamps and durations; only the index changes.
 public enum MovieDefragmenter {
-    /// Rewrites `path` in place (through a hidden temporary file in the same folder). On any failure
-    /// the original stays as it was (it is complete and playable) and the error says why.
+    /// Rewrites `path` in place (through a hidden temporary file in the same folder, created
+    /// exclusively) and returns the identity of the movie now at `path`. On any failure the original
+    /// stays as it was (it is complete and playable) and the error says why.
+    ///
+    /// `recording`: the file the writer created. The movie is read through a descriptor checked to
+    /// be that file, and the final step swaps the copy in only while `path` still names it
+    /// (`renameat2(RENAME_EXCHANGE)`, checked after the swap and undone if something else was put
+    /// there meanwhile), so a file put at the path by someone else is never read, rewritten or removed.
     /// `audioSampleCount`: the samples the audio encoder was given; fragments round the last audio
     /// packet up to a whole codec frame, and this trims it back to the real end.
-    public static func defragment(path: String, fileType: MediaFileType, audioSampleCount: Int64? = nil) throws(CaptureError) {
+    @discardableResult
+    public static func defragment(path: String, fileType: MediaFileType, audioSampleCount: Int64? = nil,
+                                  recording: FileIdentity? = nil) throws(CaptureError) -> FileIdentity? {
         _ = FFmpeg.quietLogs
+        // The recording, by descriptor: whatever is at the path must be the file we wrote.
+        let source = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard source >= 0 else {
+            throw .fileOperationFailed(path: path, reason: "not defragmented: cannot open the recording again (\(String(cString: strerror(errno))))")
+        }
+        defer { close(source) }
+        guard let identity = FileIdentity(descriptor: source), recording == nil || identity == recording else {
+            throw replaced(path)
+        }
         let url = URL(fileURLWithPath: path)
-        let temporary = url.deletingLastPathComponent()
-            .appendingPathComponent(".\(url.lastPathComponent).defragmenting").path
-        try? FileManager.default.removeItem(atPath: temporary)
+        let folder = url.deletingLastPathComponent().path
+        // Never removes anything already there: a leftover of another run keeps its name, and this
+        // copy takes the first free one.
+        var temporary = ""
+        var claimed: FileIdentity?
+        for attempt in 0..<100 where claimed == nil {
+            temporary = (folder as NSString).appendingPathComponent(".\(url.lastPathComponent).defragmenting" + (attempt == 0 ? "" : "-\(getpid())-\(attempt)"))
+            do {
+                let fd = try OutputPath.claimKeepingOpen(temporary)
+                claimed = FileIdentity(descriptor: fd)
+                close(fd)
+            } catch .outputFileExists {
+                continue
+            }
+        }
+        guard let copy = claimed else {
+            throw .fileOperationFailed(path: path, reason: "not defragmented: no free name for the temporary copy beside it")
+        }
         do {
-            try copyPackets(from: path, to: temporary, fileType: fileType, audioSampleCount: audioSampleCount)
+            try copyPackets(from: "/proc/self/fd/\(source)", named: path, to: temporary, fileType: fileType, audioSampleCount: audioSampleCount)
+            try swapIn(copy: temporary, copyIdentity: copy, over: path, recording: identity)
         } catch {
-            try? FileManager.default.removeItem(atPath: temporary)
+            copy.unlink(temporary)
+            if case .diskFull = error {
+                let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int64) ?? 0
+                throw .fileOperationFailed(path: path, reason: "not defragmented: the disk has no room for the defragmented copy (it needs about \(size) bytes free, as much as the recording); the recording keeps its fragments and plays")
+            }
+            if case .writeFailed(_, let code, _, _) = error {
+                throw .fileOperationFailed(path: path, reason: "not defragmented: writing the defragmented copy failed (\(String(cString: strerror(code)))); the recording keeps its fragments and plays")
+            }
             throw error
         }
-        // rename(2) replaces the original atomically: a crash leaves either file whole.
+        return copy
+    }
+
+    /// The error for a path that no longer names the recording.
+    public static func replaced(_ path: String) -> CaptureError {
+        .fileOperationFailed(path: path, reason: "not defragmented: the file at the path is no longer this recording (it was replaced or moved while recording); it was left untouched")
+    }
+
+    /// Puts the finished copy at `path` only while `path` names `recording`; the recording's old
+    /// (fragmented) file is removed afterwards.
+    private static func swapIn(copy temporary: String, copyIdentity: FileIdentity, over path: String,
+                               recording: FileIdentity) throws(CaptureError) {
+        guard FileIdentity(path: temporary) == copyIdentity else {
+            throw .fileOperationFailed(path: path, reason: "not defragmented: the temporary copy \(temporary) was replaced while it was written")
+        }
+        if ck_rename_exchange(temporary, path) == 0 {
+            // `temporary` now names what was at `path`: the recording, or someone else's file.
+            guard FileIdentity(path: temporary) == recording else {
+                _ = ck_rename_exchange(temporary, path)  // give the path back to that file
+                throw replaced(path)
+            }
+            recording.unlink(temporary)
+            return
+        }
+        let code = errno
+        guard code == EINVAL || code == ENOSYS || code == EOPNOTSUPP else {
+            throw .fileOperationFailed(path: path, reason: "not defragmented: replacing the fragmented movie with its copy failed: \(String(cString: strerror(code)))")
+        }
+        // A filesystem that cannot exchange names: check, then rename(2) (atomic: a crash leaves
+        // either file whole).
+        guard FileIdentity(path: path) == recording else { throw replaced(path) }
         guard rename(temporary, path) == 0 else {
-            let reason = String(cString: strerror(errno))
-            try? FileManager.default.removeItem(atPath: temporary)
-            throw .fileOperationFailed(path: path, reason: "replacing the fragmented movie with its defragmented copy: \(reason)")
+            throw .fileOperationFailed(path: path, reason: "not defragmented: replacing the fragmented movie with its copy failed: \(String(cString: strerror(errno)))")
         }
     }
 
-    private static func copyPackets(from source: String, to destination: String, fileType: MediaFileType,
+    /// `source` is read (the descriptor's `/proc/self/fd` link), `name` is how messages call it.
+    private static func copyPackets(from source: String, named name: String, to destination: String, fileType: MediaFileType,
                                     audioSampleCount: Int64?) throws(CaptureError) {
         var input: UnsafeMutablePointer<AVFormatContext>? = nil
-        try FFmpeg.check(FFmpeg.openLocalInput(&input, source), "opening \(source) to defragment it")
+        try FFmpeg.check(FFmpeg.openLocalInput(&input, source), "opening \(name) to defragment it")
         defer { avformat_close_input(&input) }
         guard let inContext = input else { return }
         // As `ffmpeg -c copy` does: without it the last packet of each track comes back without its duration.
-        try FFmpeg.check(FFmpeg.findStreamInfo(inContext), "reading the stream parameters of \(source)")
+        try FFmpeg.check(FFmpeg.findStreamInfo(inContext), "reading the stream parameters of \(name)")
 
         var output: UnsafeMutablePointer<AVFormatContext>? = nil
         try FFmpeg.check(avformat_alloc_output_context2(&output, nil, fileType.muxerName, destination),
@@ -70,12 +140,11 @@ public enum MovieDefragmenter {
             try copySideData(from: inStream, to: outStream)
         }
 
-        try OutputPath.claim(destination)
-        try FFmpeg.check(avio_open(&outContext.pointee.pb, destination, AVIO_FLAG_WRITE), "opening \(destination) for writing")
+        try FFmpeg.checkWrite(avio_open(&outContext.pointee.pb, destination, AVIO_FLAG_WRITE), outContext, path: destination, "opening \(destination) for writing")
         // faststart: the index goes before the media (movenc moves it there in the trailer), so a
         // copy cut short — a partial download, `head -c` — still has its index and plays to the cut.
         let options = OptionsDictionary(fileType == .wav ? [] : [("movflags", "+faststart")])
-        try FFmpeg.check(avformat_write_header(outContext, &options.pointer), "writing the defragmented \(fileType.rawValue) header")
+        try FFmpeg.checkWrite(avformat_write_header(outContext, &options.pointer), outContext, path: destination, "writing the defragmented \(fileType.rawValue) header")
         try FFmpeg.rejectLeftovers(options.pointer, "the \(fileType.rawValue) muxer")
 
         guard let packet = av_packet_alloc() else {
@@ -86,7 +155,7 @@ public enum MovieDefragmenter {
         while true {
             let read = av_read_frame(inContext, packet)
             if read == FFmpeg.eof { break }
-            try FFmpeg.check(read, "reading a packet of \(source)")
+            try FFmpeg.check(read, "reading a packet of \(name)")
             let index = Int(packet.pointee.stream_index)
             guard index < Int(outContext.pointee.nb_streams), let inStream = inContext.pointee.streams[index],
                   let outStream = outContext.pointee.streams[index] else {
@@ -102,12 +171,12 @@ public enum MovieDefragmenter {
             packet.pointee.pos = -1
             let written = av_interleaved_write_frame(outContext, packet)
             av_packet_unref(packet)
-            try FFmpeg.check(written, "writing a packet to \(destination)")
+            try FFmpeg.checkWrite(written, outContext, path: destination, "writing a packet to \(destination)")
         }
-        try FFmpeg.check(av_write_trailer(outContext), "writing the defragmented \(fileType.rawValue) trailer")
+        try FFmpeg.checkWrite(av_write_trailer(outContext), outContext, path: destination, "writing the defragmented \(fileType.rawValue) trailer")
         avio_flush(outContext.pointee.pb)
         if let pb = outContext.pointee.pb, pb.pointee.error < 0 {
-            try FFmpeg.check(pb.pointee.error, "writing \(destination)")
+            try FFmpeg.checkWrite(pb.pointee.error, outContext, path: destination, "writing \(destination)")
         }
     }
 

@@ -283,6 +283,7 @@ public final class MovieWriter {
         // Created here, exclusively (never through a symlink), then opened by name by libavformat.
         syncDescriptor = try OutputPath.claimKeepingOpen(path)
         claimedFile = true
+        fileIdentity = FileIdentity(descriptor: syncDescriptor)
         try checkWrite(avio_open(&fc.pointee.pb, path, AVIO_FLAG_WRITE), "opening \(path) for writing")
         var muxerOptions: [(String, String)] = []
         if let interval = options.fragmentInterval, interval.isNumeric, interval > .zero, fileType == .mkv {
@@ -475,6 +476,8 @@ public final class MovieWriter {
     private var nextCut: Double?
     /// Why a finished fragmented movie stayed fragmented (it is complete and playable either way).
     public private(set) var defragmentationFailure: CaptureError?
+    /// The file written (then its defragmented copy): finishing touches the path only while it names it.
+    public private(set) var fileIdentity: FileIdentity?
     /// The encoder's latency in frames: how many frames after a frame went in its packet came out,
     /// at most (x264's look-ahead, B-frames and frame threads). A fragment can be cut only once its
     /// keyframe has left the encoder, so a crash loses up to this many frames more than the interval.
@@ -539,7 +542,8 @@ public final class MovieWriter {
         CaptureLogging.logger(.media).info("finished \(fileType.rawValue) file", metadata: ["path": "\(path)"])
         if fragmentInterval != nil, fileType != .mkv, options.defragmentsOnFinish || hiddenFragments {
             do {
-                try MovieDefragmenter.defragment(path: path, fileType: fileType, audioSampleCount: audio?.encodedSampleCount)
+                fileIdentity = try MovieDefragmenter.defragment(path: path, fileType: fileType, audioSampleCount: audio?.encodedSampleCount,
+                                                                recording: fileIdentity) ?? fileIdentity
             } catch {
                 defragmentationFailure = error
             }

@@ -125,7 +125,13 @@ final class VideoEncoder {
         c.pointee.gop_size = Int32(settings.keyframeInterval)
         c.pointee.thread_count = Int32(settings.threads)
         c.pointee.flags |= Int32(AV_CODEC_FLAG_BITEXACT)
-        if let bitrate = settings.bitrate { c.pointee.bit_rate = Int64(bitrate) }
+        if let bitrate = settings.bitrate {
+            // x264 and x265 count in kbit/s: below 1000 bit/s they get 0 and refuse to open.
+            guard bitrate >= 1000 else {
+                throw .invalidArgument("video bitrate \(bitrate) bit/s is below 1000 bit/s, the least the encoders take (they count in kbit/s); give bits per second, e.g. 2000000 for 2 Mbit/s")
+            }
+            c.pointee.bit_rate = Int64(bitrate)
+        }
         frameTicks = TrackTimeBase.ticksPerFrame(settings.frameDuration, in: tick)
     }
 

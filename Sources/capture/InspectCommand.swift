@@ -20,7 +20,8 @@ struct InspectCommand: ParsableCommand {
               0  whole file; every check asked for passed
               1  a check failed, or there is no file to read
               3  damaged (truncated or corrupt): the report says what is intact
-              4  damaged, and nothing in it decodes (no index, not media)
+              4  nothing in it decodes: damaged (no index, not media), or a file with no media
+                 (no streams, or streams without packets; the report's check "media" fails)
             Checks (--expect-frames, --max-av-offset) judge the intact part.
             """)
 
@@ -87,14 +88,23 @@ struct InspectCommand: ParsableCommand {
             }
             options.maxAVOffset = seconds
         }
-        let report: InspectionReport
+        var report: InspectionReport
         do { report = try RecordingInspector.inspect(path: file, options: options) } catch { throw CommandFailure(error, overwritable: true) }
+        // A file that opens but holds nothing to decode is not whole: say so, and exit as "nothing decodes".
+        let noMedia = report.damage == nil && !report.streams.contains { $0.packets > 0 }
+        if noMedia {
+            let detail = report.streams.isEmpty ? "the file has no streams: it holds no media"
+                : report.streams.count == 1 ? "its stream holds no packets: nothing to decode"
+                : "its \(report.streams.count) streams hold no packets: nothing to decode"
+            report.checks.append(InspectionReport.Check(name: "media", passed: false, detail: detail))
+        }
         print(json ? encodeJSON(report, command: "inspect") : Self.text(report))
         for check in report.checks where !check.passed { printError("check \(check.name) failed: \(check.detail)") }
         if let damage = report.damage {
             printError("\(file) is damaged (\(damage.kind.rawValue)): \(damage.summary)")
             throw ExitCode(damage.intactVideoFrames == 0 && (damage.intactAudioDuration ?? 0) == 0 ? Self.exitNothingIntact : Self.exitDamaged)
         }
+        if noMedia { throw ExitCode(Self.exitNothingIntact) }
         if !report.passed { throw ExitCode.failure }
     }
 

@@ -33,7 +33,7 @@ struct PhotoCommand: AsyncParsableCommand {
     @Flag(help: "Replace OUTPUT if it is a regular file (atomically); a folder, link, FIFO or device there is never replaced.")
     var overwrite = false
 
-    @Argument(help: "Output file (.jpg).")
+    @Argument(help: "Output file (.jpg or .jpeg).")
     var output: String
 
     struct Summary: Codable {
@@ -51,6 +51,11 @@ struct PhotoCommand: AsyncParsableCommand {
         guard (0...1).contains(quality) else { throw ValidationError("--quality must be between 0.0 and 1.0, not \(quality)") }
         guard [0, 90, 180, 270].contains(rotation) else { throw ValidationError("--rotation must be 0, 90, 180 or 270, not \(rotation)") }
         if let size, Dimensions(parsing: size) == nil { throw ValidationError("--size must look like 1280x720, not '\(size)'") }
+        // The photo is a JPEG: a name that says otherwise (.png, .mp4) would mislabel its bytes.
+        let ext = (output as NSString).pathExtension.lowercased()
+        guard ext == "jpg" || ext == "jpeg" else {
+            throw ValidationError("the output must be named .jpg or .jpeg (photo writes a JPEG), not '\(ext.isEmpty ? (output as NSString).lastPathComponent : "." + ext)'")
+        }
     }
 
     func run() async throws {

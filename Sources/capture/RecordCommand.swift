@@ -16,6 +16,11 @@ struct RecordCommand: AsyncParsableCommand {
             SIGINT (Ctrl-C), SIGTERM, SIGHUP and SIGQUIT (Ctrl-\\) end the recording as --duration \
             would: the file is finished and playable, the summary says stopped: requested, exit 0. A \
             damaged MJPEG frame from the camera is left out and counted, whether copied or encoded.
+
+            Exit status: 0 recorded; 1 failed (nothing usable kept — a recording with no media is an error \
+            and its empty file is removed —, or a write failed: the error says what was kept); 3 recorded and \
+            plays, but the MP4/MOV could not be defragmented (e.g. no room on the disk for the copy): it keeps \
+            its fragments, and the summary says why; 64 a bad option.
             """)
 
     @Option(help: "Camera unique ID (e.g. sim:back). Omit for audio only.")
@@ -24,7 +29,8 @@ struct RecordCommand: AsyncParsableCommand {
     @Option(help: "Microphone unique ID (e.g. sim:mic). Omit for video only.")
     var microphone: String?
 
-    @Option(help: "Seconds of media to record.")
+    // Unconditional: `--duration -1` is a value to refuse clearly, not an unknown option "-1".
+    @Option(parsing: .unconditional, help: "Seconds of media to record.")
     var duration: Double
 
     @Option(help: "Frame size WxH; picks the camera format of that size.")
@@ -165,12 +171,16 @@ struct RecordCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard camera != nil || microphone != nil else { throw ValidationError("give --camera, --microphone or both") }
-        guard duration > 0, duration.isFinite else { throw ValidationError("--duration must be a positive number of seconds") }
+        guard duration > 0, duration.isFinite else { throw ValidationError("--duration must be a positive number of seconds, not \(duration)") }
         if let size, Dimensions(parsing: size) == nil { throw ValidationError("--size must look like 1280x720, not '\(size)'") }
         if let fps, fps <= 0 || fps > FormatRequest.maximumFrameRate { throw ValidationError("--fps must be 1…\(FormatRequest.maximumFrameRate)") }
-        if let bitrate, bitrate <= 0 { throw ValidationError("--bitrate must be positive") }
+        if let bitrate, bitrate < 1000 {
+            throw ValidationError("--bitrate is in bits per second and must be at least 1000 (the encoders count in kbit/s), not \(bitrate); e.g. 2000000 for 2 Mbit/s")
+        }
         if let maxDuration, !(maxDuration > 0) { throw ValidationError("--max-duration must be positive") }
-        if let maxFileSize, maxFileSize <= 0 { throw ValidationError("--max-file-size must be positive") }
+        if let maxFileSize, maxFileSize < Self.smallestFileSizeLimit {
+            throw ValidationError("--max-file-size must be at least \(Self.smallestFileSizeLimit) bytes, not \(maxFileSize): a movie's header, first frame and index alone take several kilobytes, so a smaller limit cannot be kept")
+        }
         guard frameInterval >= 1 else { throw ValidationError("--frame-interval must be 1 or more (1 records every frame), not \(frameInterval)") }
         guard fragmentInterval >= 0, fragmentInterval.isFinite else { throw ValidationError("--fragment-interval must be 0 or more seconds") }
         guard [0, 90, 180, 270].contains(rotation) else { throw ValidationError("--rotation must be 0, 90, 180 or 270, not \(rotation)") }
@@ -180,6 +190,14 @@ struct RecordCommand: AsyncParsableCommand {
         }
     }
 
+    /// The smallest `--max-file-size` taken (64 KiB): below it, the header, the first frame and
+    /// the index the output keeps room for (4 KiB and more) would already pass the limit.
+    static let smallestFileSizeLimit: Int64 = 65536
+
+    /// Exit status when the recording is complete and plays but was left fragmented (its
+    /// defragmentation failed; the summary says why).
+    static let exitNotDefragmented: Int32 = 3
+
     func run() async throws {
         let requestedMetadataTypes = metadata ? try MetadataTypeOption.parse(metadataTypes) : []
         let registry = CaptureKit.makeRegistry(seed: seed)
@@ -188,9 +206,12 @@ struct RecordCommand: AsyncParsableCommand {
         do { try session.setSessionPreset(.inputPriority) } catch { throw CommandFailure(error) }
         var cameraDevice: CaptureDevice?
         var micDevice: CaptureDevice?
-        do {
+        do throws(CaptureError) {
             if let camera {
                 let device = try registry.device(uniqueID: camera)
+                guard device.hasMediaType(.video) else {
+                    throw .invalidArgument("--camera \(camera) is not a camera (it has no video); give a microphone with --microphone, a camera with --camera (run `capture devices`)")
+                }
                 try configure(device)
                 try ControlOptions.configure(device, format: format, controls: controls)
                 try session.addInput(CaptureDeviceInput(device: device))
@@ -198,11 +219,21 @@ struct RecordCommand: AsyncParsableCommand {
             }
             if let microphone {
                 let device = try registry.device(uniqueID: microphone)
+                guard device.hasMediaType(.audio) else {
+                    throw .invalidArgument("--microphone \(microphone) is not a microphone (it has no audio); give a camera with --camera (run `capture devices`)")
+                }
                 try session.addInput(CaptureDeviceInput(device: device))
                 micDevice = device
             }
         } catch {
             throw CommandFailure(error)
+        }
+        if let camera = cameraDevice, frameInterval > 1 {
+            // Frames numbered a multiple of N are kept: N frame periods must fit in the recording.
+            let period = camera.activeVideoMinFrameDuration.seconds
+            guard Double(frameInterval) * period <= duration + 1e-9 else {
+                throw CommandFailure("--frame-interval \(frameInterval) keeps one frame every \(String(format: "%g", Double(frameInterval) * period)) s at \(fpsText(camera.activeVideoMinFrameDuration)) fps, longer than --duration \(String(format: "%g", duration)) s; use at most \(max(1, Int((duration / period + 1e-9).rounded(.down))))")
+            }
         }
         let movie = MovieFileOutput()
         var settings = MovieFileOutput.Settings()
@@ -301,6 +332,9 @@ struct RecordCommand: AsyncParsableCommand {
             throw CommandFailure(error)
         }
         session.stopRunning()
+        if !summary.fileIsUsable {
+            throw CommandFailure("\(output): the recording is not usable: \(summary.defragmentationError ?? "the file does not play")")
+        }
         let metadataCount = metadataWriter?.finish(recordedDuration: summary.duration)
         if summary.stopReason == "maximumDuration" && limit == duration && (maxDuration ?? .infinity) > duration {
             summary.stopReason = "duration"
@@ -329,6 +363,10 @@ struct RecordCommand: AsyncParsableCommand {
             print(encodeJSON(result, command: "record"))
         } else {
             printHuman(result)
+        }
+        if let problem = summary.defragmentationError {
+            printError("capture record: \(output) is complete and plays, but it was not defragmented: \(problem)")
+            throw ExitCode(Self.exitNotDefragmented)
         }
     }
 
@@ -361,7 +399,9 @@ struct RecordCommand: AsyncParsableCommand {
         print("  stopped: \(s.recording.stopReason), file usable: \(s.recording.fileIsUsable)"
               + (s.pace == "realtime" ? ", encoder queue high-water mark \(s.encoderQueueHighWater)" : ""))
         if s.recording.fragmentsWritten > 0 {
-            print("  fragments while recording: \(s.recording.fragmentsWritten)\(s.output.lowercased().hasSuffix(".mkv") || keepFragments ? "" : " (then defragmented)"), video encoder latency \(s.recording.videoEncoderLatencyFrames) frames")
+            let after = s.recording.defragmentationError != nil ? " (defragmentation FAILED: the file keeps its fragments)"
+                : s.output.lowercased().hasSuffix(".mkv") || keepFragments ? "" : " (then defragmented)"
+            print("  fragments while recording: \(s.recording.fragmentsWritten)\(after), video encoder latency \(s.recording.videoEncoderLatencyFrames) frames")
         }
         print("  in \(String(format: "%.2f", s.wallSeconds)) s wall time (\(String(format: "%.2f", s.speed))x real time, pace \(s.pace), seed \(s.seed), \(s.recording.videoPassthrough ? "no video encoder" : "preset \(s.preset)")), peak RSS \(String(format: "%.0f", s.peakRSSMegabytes)) MB")
         if let p = s.encodingPolicy {

@@ -33,10 +33,30 @@ struct MetadataRecord: Codable {
         return String(decoding: (try? encoder.encode(self)) ?? Data(), as: UTF8.self)
     }
 
+    /// A decoded payload as the terminal may show it: control characters (C0, DEL, C1 — an escape
+    /// sequence in a QR code could otherwise move the cursor, retitle the window or clear the
+    /// screen), quotes and backslashes written as Swift escapes (`\n`, `\u{1B}`).
+    static func escaped(_ text: String) -> String {
+        var out = ""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case _ where scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value):
+                out += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+
     var humanLine: String {
         let box = bounds.map { String(format: "%.3f", $0) }.joined(separator: ",")
         var line = String(format: "%9.3f ", time) + type
-        if let value { line += " \"\(value)\"" }
+        if let value { line += " \"\(Self.escaped(value))\"" }
         if let faceID { line += " id \(faceID)" }
         return line + " box \(box)"
     }
@@ -45,7 +65,12 @@ struct MetadataRecord: Codable {
 /// Parses `--types qr,ean13,face`.
 enum MetadataTypeOption {
     static func parse(_ text: String) throws -> [MetadataObjectType] {
-        try text.split(separator: ",").map { name in
+        let known = MetadataOutput.supportedMetadataObjectTypes.map(\.name).joined(separator: ", ")
+        // An empty list would detect nothing and wait for ever for detections to report.
+        guard text.split(separator: ",").contains(where: { !$0.trimmingCharacters(in: .whitespaces).isEmpty }) else {
+            throw ValidationError("--types needs at least one type (known: \(known))")
+        }
+        return try text.split(separator: ",").map { name in
             guard let type = MetadataObjectType(name: String(name).trimmingCharacters(in: .whitespaces)) else {
                 let known = MetadataOutput.supportedMetadataObjectTypes.map(\.name).joined(separator: ", ")
                 throw ValidationError("--types: unknown type '\(name)' (known: \(known))")
@@ -144,7 +169,15 @@ struct ScanCommand: AsyncParsableCommand {
         if pace == .realtime {
             try? await Task.sleep(for: .seconds(duration))
         } else {
+            // Bounded: media must keep coming (a step of detection within 30 s of wall time).
+            var last = (seconds: -1.0, at: Date())
             while output.statistics.mediaSeconds < duration - 1e-9 && session.isRunning {
+                let now = output.statistics.mediaSeconds
+                if now != last.seconds { last = (now, Date()) }
+                if Date().timeIntervalSince(last.at) > 30 {
+                    session.stopRunning()
+                    throw CommandFailure("scan: no frame reached the detectors for 30 s (at \(String(format: "%.2f", now)) s of \(String(format: "%g", duration)) s); the camera stopped delivering")
+                }
                 try? await Task.sleep(for: .milliseconds(5))
             }
         }

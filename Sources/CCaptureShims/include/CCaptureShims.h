@@ -135,4 +135,9 @@ size_t ck_heap_bytes_in_use(void);
 // dynamic raising: blocks at least that large are mapped and unmapped whole. Returns 1 on success.
 int ck_fix_mmap_threshold(size_t bytes);
 
+// Files (files.c). Swaps the names `a` and `b` atomically (renameat2 with RENAME_EXCHANGE: both
+// must exist, nothing is replaced or removed). Returns 0, or -1 with errno set (EINVAL or ENOSYS
+// where the filesystem or the kernel cannot exchange).
+int ck_rename_exchange(const char *a, const char *b);
+
 #endif
