@@ -1,122 +1,7 @@
-// Over 500 lines, on purpose: MovieWriter owns one AVFormatContext and every path that writes to it
-// (header, packets, held video, fragments and forced keyframes, write-error checks and the cut back
-// to complete fragments, trailer, defragmentation); the small value types at the top go with it.
 import CFFmpeg
 import CaptureCore
 import Foundation
 import Logging
-
-/// The container a movie is written in.
-public enum MovieContainer: String, Sendable, CaseIterable {
-    case mp4, mov
-    /// Matroska (`.mkv`): holds H.264, MJPEG (copied or encoded) and AAC. FFmpeg 5.1's muxer has
-    /// no place for a display matrix, so rotation and mirroring are refused for it.
-    case mkv
-
-    /// The container for a file name's extension, if it is one CaptureKit writes.
-    public init?(pathExtension: String) {
-        self.init(rawValue: pathExtension.lowercased())
-    }
-}
-
-/// The file types `MovieWriter` (and the asset writer and audio recorder built on it) can write.
-public enum MediaFileType: String, Sendable, Hashable, CaseIterable, Codable {
-    case mp4, mov, m4a, wav, mkv
-
-    /// The type for a file name's extension, if it is one CaptureKit writes.
-    public init?(pathExtension: String) {
-        self.init(rawValue: pathExtension.lowercased())
-    }
-
-    /// libavformat's muxer for this type (`ipod` writes the M4A brand).
-    var muxerName: String {
-        switch self {
-        case .mp4: return "mp4"
-        case .mov: return "mov"
-        case .m4a: return "ipod"
-        case .wav: return "wav"
-        case .mkv: return "matroska"
-        }
-    }
-
-    /// Whether the type can hold a video track.
-    public var canHoldVideo: Bool { self == .mp4 || self == .mov || self == .mkv }
-
-    /// The movie file type of a container.
-    public init(_ container: MovieContainer) {
-        switch container {
-        case .mp4: self = .mp4
-        case .mov: self = .mov
-        case .mkv: self = .mkv
-        }
-    }
-}
-
-/// A video track whose frames arrive already compressed and are muxed as they are: no decoding,
-/// no encoding (`ffmpeg -c:v copy`). Today that is MJPEG, every frame a keyframe.
-public struct VideoPassthroughSettings: Sendable, Hashable {
-    /// The compressed format the frames arrive in (`.mjpeg`).
-    public var format: PixelFormat
-    public var dimensions: Dimensions
-    /// Nominal time between frames.
-    public var frameDuration: MediaTime
-    /// The track's tick; nil: one tick per frame duration (frame n at tick n). See
-    /// `VideoEncoderSettings.timeBase`.
-    public var timeBase: MediaTime?
-
-    public init(format: PixelFormat = .mjpeg, dimensions: Dimensions, frameDuration: MediaTime, timeBase: MediaTime? = nil) {
-        self.format = format
-        self.dimensions = dimensions
-        self.frameDuration = frameDuration
-        self.timeBase = timeBase
-    }
-
-    /// The tick `appendCompressedVideo` counts in.
-    var tick: MediaTime { timeBase ?? frameDuration }
-}
-
-/// Video track time bases. A track ticking once per frame cannot hold a real device's jittered
-/// timestamps; 1/90000 s (MPEG's clock) can, and still puts every common frame rate on whole ticks.
-public enum TrackTimeBase {
-    /// 1/90000 s when the frame duration is a whole number of such ticks (every common rate),
-    /// otherwise the frame duration itself.
-    public static func fine(for frameDuration: MediaTime) -> MediaTime {
-        guard frameDuration.isNumeric, frameDuration.value > 0 else { return frameDuration }
-        let (product, overflow) = frameDuration.value.multipliedReportingOverflow(by: 90_000)
-        return !overflow && product % Int64(frameDuration.timescale) == 0 ? MediaTime(value: 1, timescale: 90_000) : frameDuration
-    }
-
-    /// `time` in whole ticks of `base` (rounded to nearest).
-    public static func ticks(_ time: MediaTime, in base: MediaTime) -> Int64 {
-        if base.value == 1 { return time.convertScale(base.timescale).value }
-        return Int64((time.seconds / base.seconds).rounded())
-    }
-
-    /// Ticks per frame (at least 1).
-    public static func ticksPerFrame(_ frameDuration: MediaTime, in base: MediaTime) -> Int64 {
-        max(1, ticks(frameDuration, in: base))
-    }
-}
-
-/// Checks that a buffer holds one whole JPEG: SOI (FF D8) at its first byte and EOI (FF D9) at its
-/// end, or within its last 64 bytes (some UVC cameras pad a frame after EOI).
-public enum JPEGFrameCheck {
-    /// Why `bytes` are not a whole JPEG frame, or nil when they are; `length` is the frame's size up
-    /// to and including EOI (trailing padding excluded).
-    public static func inspect(_ bytes: UnsafeRawBufferPointer) -> (length: Int, problem: String?) {
-        guard bytes.count >= 4 else { return (0, "only \(bytes.count) bytes") }
-        guard bytes[0] == 0xFF, bytes[1] == 0xD8 else {
-            return (0, String(format: "no JPEG start-of-image marker (first bytes %02X %02X, expected FF D8)", bytes[0], bytes[1]))
-        }
-        var end = bytes.count
-        let floor = max(2, bytes.count - 64)
-        while end - 2 >= floor {
-            if bytes[end - 2] == 0xFF && bytes[end - 1] == 0xD9 { return (end, nil) }
-            end -= 1
-        }
-        return (0, "no JPEG end-of-image marker (FF D9) at the end of the frame's \(bytes.count) bytes: the frame is truncated")
-    }
-}
 
 /// Encodes video (H.264, MJPEG, HEVC) and audio (AAC) and muxes them into MP4/MOV/MKV through
 /// libavformat; or, for a pass-through video track, muxes already-compressed MJPEG frames as they are.
@@ -136,7 +21,7 @@ public final class MovieWriter {
     public let container: MovieContainer
     /// The exact file type written.
     public let fileType: MediaFileType
-    private var formatContext: UnsafeMutablePointer<AVFormatContext>?
+    var formatContext: UnsafeMutablePointer<AVFormatContext>?
     private let video: VideoEncoder?
     private let passthrough: VideoPassthroughSettings?
     /// The pass-through track's packet (its data referenced from the frame's `PixelBuffer`).
@@ -153,8 +38,8 @@ public final class MovieWriter {
     /// Audio buffers that may wait for the next video frame before they are written (a frame
     /// period holds 1–2 buffers of 1024 samples at 48 kHz and 30 fps).
     static let audioBuffersAhead = 8
-    private var videoStream: UnsafeMutablePointer<AVStream>?
-    private var audioStream: UnsafeMutablePointer<AVStream>?
+    var videoStream: UnsafeMutablePointer<AVStream>?
+    var audioStream: UnsafeMutablePointer<AVStream>?
     private var finished = false
     public private(set) var videoFramesWritten = 0
     public private(set) var audioSamplesWritten: Int64 = 0
@@ -162,32 +47,6 @@ public final class MovieWriter {
     /// (`av_interleaved_write_frame` returned), with its PTS in seconds of file time: what a latency
     /// measurement from capture to file needs (capture-bench's latency (b)).
     public var videoPacketWritten: ((_ fileSeconds: Double) -> Void)?
-
-    /// How the file is laid out and shown.
-    public struct Options: Sendable, Hashable {
-        /// Write a fragment (moof+mdat) every this often, so a crash loses at most one interval;
-        /// nil writes one moov at the end (a crash leaves an unreadable file).
-        public var fragmentInterval: MediaTime?
-        /// Clockwise degrees a player should rotate the video (written as the display matrix).
-        public var rotation: Int = 0
-        /// A player should mirror the video left-right (also in the display matrix).
-        public var mirrored = false
-        /// A fragmented MP4/MOV becomes a regular movie when it finishes (`MovieDefragmenter`), as
-        /// AVFoundation's do, so every reader hides the AAC priming; false keeps the fragments.
-        public var defragmentsOnFinish = true
-        /// Injected faults (tests, simulated runs): none by default.
-        public var faults = OutputFaults()
-        /// Tests: false encodes each audio buffer in place, on the appending thread, as before
-        /// `AudioEncodingLane` (to compare the two: the files must be the same bytes).
-        package var encodesAudioOnLane = true
-        public init(fragmentInterval: MediaTime? = nil, rotation: Int = 0, mirrored: Bool = false,
-                    defragmentsOnFinish: Bool = true) {
-            self.fragmentInterval = fragmentInterval
-            self.rotation = rotation
-            self.mirrored = mirrored
-            self.defragmentsOnFinish = defragmentsOnFinish
-        }
-    }
 
     public let options: Options
 
@@ -284,7 +143,8 @@ public final class MovieWriter {
         syncDescriptor = try OutputPath.claimKeepingOpen(path)
         claimedFile = true
         fileIdentity = FileIdentity(descriptor: syncDescriptor)
-        try checkWrite(avio_open(&fc.pointee.pb, path, AVIO_FLAG_WRITE), "opening \(path) for writing")
+        // Through the claimed descriptor, never by name again: a link put at the path meanwhile is not followed.
+        try checkWrite(avio_open(&fc.pointee.pb, OutputPath.openPath(syncDescriptor), AVIO_FLAG_WRITE), "opening \(path) for writing")
         var muxerOptions: [(String, String)] = []
         if let interval = options.fragmentInterval, interval.isNumeric, interval > .zero, fileType == .mkv {
             // Matroska is written cluster by cluster anyway; we end a cluster at the same points
@@ -459,21 +319,21 @@ public final class MovieWriter {
     }
     private var headerBytes: Int64 = 0
     private var packetBytes: Int64 = 0
-    private var fragmentInterval: Double?
+    var fragmentInterval: Double?
     /// Whether the fragments are ours, not the caller's (an unfragmented MP4/MOV/M4A): cut only at
     /// the encoder's own keyframes and always defragmented at the end.
     private var hiddenFragments = false
     /// The grid of hidden fragments (seconds): a cut at the first keyframe at or past each point.
     static let hiddenFragmentInterval = 2.0
-    private var lastFragmentStart: Double?
-    private var videoPackets = 0
+    var lastFragmentStart: Double?
+    var videoPackets = 0
     private var audioPackets = 0
     /// Fragments flushed to disk so far (hidden ones included; 0 for WAV and unfragmented MKV).
-    public private(set) var fragmentsWritten = 0
+    public internal(set) var fragmentsWritten = 0
     /// The next point of the fragment grid (multiples of the interval from the file's start) at
     /// or after which the encoder is made to start a keyframe, and the next at which a fragment is cut.
     private var nextForcedKeyframe: Double?
-    private var nextCut: Double?
+    var nextCut: Double?
     /// Why a finished fragmented movie stayed fragmented (it is complete and playable either way).
     public private(set) var defragmentationFailure: CaptureError?
     /// The file written (then its defragmented copy): finishing touches the path only while it names it.
@@ -498,7 +358,7 @@ public final class MovieWriter {
     }
 
     /// The first multiple of `interval` strictly after `seconds` (with a microsecond of slack).
-    private static func gridPoint(after seconds: Double, interval: Double) -> Double {
+    static func gridPoint(after seconds: Double, interval: Double) -> Double {
         ((seconds + 1e-6) / interval).rounded(.down) * interval + interval
     }
 
@@ -610,146 +470,21 @@ public final class MovieWriter {
         if isVideo, let videoPacketWritten, pts != FFmpeg.noPTS { videoPacketWritten(Double(pts) * Double(base.num) / Double(base.den)) }
     }
 
-    /// Cuts a fragment before the first video keyframe (audio packet, in a file without video) at
-    /// or past the next point of the fragment grid (the same grid `keyframeDue` forces keyframes on).
-    private func cutFragmentIfDue(before seconds: Double, isKeyframe: Bool) throws(CaptureError) {
-        guard let interval = fragmentInterval, lastFragmentStart != nil, isKeyframe else { return }
-        let due = nextCut ?? interval
-        guard seconds >= due - 1e-6 else { return }
-        try cutFragment(at: seconds)
-        nextCut = Self.gridPoint(after: seconds, interval: interval)
-    }
-
-    private func cutFragment(at seconds: Double) throws(CaptureError) {
-        guard let fc = formatContext else { return }
-        if let writeFailure { throw writeFailure }
-        // Drain the interleaving queue, then a NULL packet makes the muxer write the fragment it holds (frag_custom).
-        try checkWrite(av_interleaved_write_frame(fc, nil), "flushing interleaved packets")
-        let moovPending = fragmentsWritten == 0 && fileType != .mkv
-        try checkWrite(av_write_frame(fc, nil), "writing a fragment to \(path)")
-        // With delay_moov the first flush writes only the moov; flush again for the samples.
-        if moovPending { try checkWrite(av_write_frame(fc, nil), "writing the first fragment to \(path)") }
-        avio_flush(fc.pointee.pb)
-        // The OS has taken every byte up to here (a failed write sets pb->error), and the device
-        // has them (syncToDevice): this fragment is whole.
-        try checkWrite(0, "flushing a fragment to \(path)")
-        try syncToDevice()
-        fragmentsWritten += 1
-        lastFragmentStart = seconds
-        completePart = CompletePart(bytes: avio_tell(fc.pointee.pb), seconds: audioStream != nil && videoStream == nil ? audioEnd : videoEnd,
-                                    videoFrames: videoPackets, fragments: fragmentsWritten)
-    }
-
     // MARK: Write errors
 
-    /// What the file holds in complete fragments: the bytes up to the end of the last fragment the
-    /// OS took whole, the media in them, and how many fragments. All zero until the first fragment
-    /// is on disk (and always, for WAV and unfragmented MKV).
-    public struct CompletePart: Sendable, Equatable {
-        public var bytes: Int64 = 0
-        public var seconds: Double = 0
-        public var videoFrames = 0
-        public var fragments = 0
-    }
-
     /// See `CompletePart`; after a write failure, what the file was cut back to.
-    public private(set) var completePart = CompletePart()
+    public internal(set) var completePart = CompletePart()
     /// The first write the OS refused (`diskFull`/`writeFailed`); nothing more is written after it.
-    public private(set) var writeFailure: CaptureError?
+    public internal(set) var writeFailure: CaptureError?
     /// End (seconds) of the media handed to the muxer, per track.
-    private var videoEnd = 0.0
-    private var audioEnd = 0.0
-
-    /// libavformat keeps a failed write in `pb->error` and carries on, so a full disk goes unseen
-    /// unless it is looked at: checks it after every call that writes, then the call's own result.
-    /// An I/O error becomes `diskFull`/`writeFailed` (remembered: the writer writes nothing more).
-    private func checkWrite(_ code: Int32, _ operation: @autoclosure () -> String) throws(CaptureError) {
-        if let writeFailure { throw writeFailure }
-        // An injected full disk: past its byte limit the file's writes fail as a full disk's do
-        // (the AVIOContext's error, ENOSPC), so everything below treats it as the real thing.
-        if let limit = options.faults.byteLimit(at: max(videoEnd, audioEnd)), let pb = formatContext?.pointee.pb,
-           pb.pointee.error == 0, avio_tell(pb) > limit {
-            pb.pointee.error = -ENOSPC
-        }
-        // Without an AVIOContext (opening failed) the call's own result is open(2)'s errno.
-        if let failure = ioError(formatContext?.pointee.pb == nil ? code : 0) {
-            writeFailure = failure
-            throw failure
-        }
-        try FFmpeg.check(code, operation())
-    }
-
-    /// The typed error for the AVIOContext's error, else for `code` taken as an I/O result
-    /// (`AVERROR(errno)`), promising what will be kept; nil if neither is one.
-    private func ioError(_ code: Int32) -> CaptureError? {
-        let pbError = formatContext?.pointee.pb?.pointee.error ?? 0
-        let value = pbError < 0 ? pbError : code
-        guard value < 0, -value < 4096 else { return nil }
-        return .writeError(path: path, errno: -value, bytesKept: completePart.bytes, secondsKept: completePart.seconds)
-    }
-
-    /// After a refused write: closes the file and cuts it back to the end of its last complete
-    /// fragment (no trailer fits on a full disk, and a cut fragment would stop players with an
-    /// error), so it plays to that fragment's last frame. An unfragmented MP4/MOV/M4A was written in
-    /// hidden fragments, so the same holds for it; an MKV without clusters cut by us is left as it
-    /// is (its clusters play to the cut). Returns the error with what was kept.
-    private func keepCompleteFragments(after failure: CaptureError) -> CaptureError {
-        writeFailure = failure
-        // Closing flushes what avio still buffers; on a full disk those writes fail too, harmlessly.
-        close(deleteFile: false)
-        let code: Int32
-        switch failure {
-        case .writeFailed(_, let e, _, _): code = e
-        default: code = ENOSPC
-        }
-        if fileType == .wav, let kept = WAVRepair.keepWholeSamples(path: path) {
-            // PCM needs no index: every whole sample frame on disk plays once the sizes are right.
-            completePart = CompletePart(bytes: kept.bytes, seconds: kept.seconds, videoFrames: 0, fragments: 0)
-            let failureWithKept = CaptureError.writeError(path: path, errno: code, bytesKept: kept.bytes, secondsKept: kept.seconds)
-            writeFailure = failureWithKept
-            return failureWithKept
-        }
-        if fragmentInterval != nil {
-            if completePart.fragments > 0 {
-                // A read-only or failing disk may refuse this too: then the partial fragment stays.
-                _ = truncate(path, off_t(completePart.bytes))
-            } else {
-                // Not one fragment reached the disk whole: nothing in the file would play.
-                unlink(path)
-            }
-        }
-        var info = stat()
-        let size = stat(path, &info) == 0 ? Int64(info.st_size) : 0
-        if fragmentInterval == nil || completePart.fragments == 0 { completePart = CompletePart() }
-        completePart.bytes = size
-        let failureWithKept = CaptureError.writeError(path: path, errno: code, bytesKept: size, secondsKept: completePart.seconds)
-        writeFailure = failureWithKept
-        return failureWithKept
-    }
-
-    /// Asks the OS whether everything written so far is on the device, and fails the writer if not.
-    /// write(2) only hands data to the page cache: a device that fails its I/O (EIO) is reported
-    /// by `fdatasync` alone, and a filesystem forced read-only (an emergency remount, or ext4's
-    /// errors=remount-ro) may drop delayed-allocation data without any call failing — its
-    /// read-only flag is the only sign, so that counts as EROFS. Called once per fragment and at
-    /// the end, so what `completePart` promises has reached the device.
-    private func syncToDevice() throws(CaptureError) {
-        guard syncDescriptor >= 0 else { return }
-        var code: Int32 = 0
-        if fdatasync(syncDescriptor) != 0, errno != EINVAL { code = errno }
-        var info = statvfs()
-        if code == 0, fstatvfs(syncDescriptor, &info) == 0, info.f_flag & UInt(ST_RDONLY) != 0 { code = EROFS }
-        guard code != 0 else { return }
-        let failure = CaptureError.writeError(path: path, errno: code, bytesKept: completePart.bytes, secondsKept: completePart.seconds)
-        writeFailure = failure
-        throw failure
-    }
+    var videoEnd = 0.0
+    var audioEnd = 0.0
 
     private var claimedFile = false
     /// The descriptor `OutputPath.claimKeepingOpen` created the file with, kept for `syncToDevice`.
-    private var syncDescriptor: Int32 = -1
+    var syncDescriptor: Int32 = -1
 
-    private func close(deleteFile: Bool) {
+    func close(deleteFile: Bool) {
         if syncDescriptor >= 0 {
             _ = Glibc.close(syncDescriptor)
             syncDescriptor = -1
@@ -760,75 +495,5 @@ public final class MovieWriter {
         formatContext = nil
         // Only a file this writer created: a failed claim means someone else's file is there.
         if deleteFile, claimedFile { OutputPath.removeRegularFile(path) }
-    }
-}
-
-/// Makes a WAV file cut short by a failed write playable: keeps only whole sample frames and writes
-/// the RIFF and data sizes libavformat would have written at the end (an 8-byte overwrite in place,
-/// which needs no new space).
-enum WAVRepair {
-    static func keepWholeSamples(path: String) -> (bytes: Int64, seconds: Double)? {
-        let fd = open(path, O_RDWR)
-        guard fd >= 0 else { return nil }
-        defer { _ = Glibc.close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0 else { return nil }
-        let size = Int64(info.st_size)
-        var header = [UInt8](repeating: 0, count: 4096)
-        let count = pread(fd, &header, header.count, 0)
-        guard count >= 44 else { return nil }
-        func u32(_ at: Int) -> UInt32 {
-            UInt32(header[at]) | UInt32(header[at + 1]) << 8 | UInt32(header[at + 2]) << 16 | UInt32(header[at + 3]) << 24
-        }
-        func tag(_ at: Int) -> String { String(decoding: header[at..<at + 4], as: UTF8.self) }
-        guard tag(0) == "RIFF", tag(8) == "WAVE" else { return nil }
-        var offset = 12
-        var byteRate: UInt32 = 0
-        var blockAlign = 0
-        while offset + 8 <= count {
-            let id = tag(offset)
-            let length = Int(u32(offset + 4))
-            if id == "fmt ", offset + 8 + 16 <= count {
-                byteRate = u32(offset + 8 + 8)
-                blockAlign = Int(header[offset + 8 + 12]) | Int(header[offset + 8 + 13]) << 8
-            }
-            if id == "data" {
-                guard byteRate > 0, blockAlign > 0 else { return nil }
-                let dataStart = Int64(offset + 8)
-                let dataBytes = max(0, size - dataStart) / Int64(blockAlign) * Int64(blockAlign)
-                let end = dataStart + dataBytes
-                if end < size { guard ftruncate(fd, off_t(end)) == 0 else { return nil } }
-                func put(_ value: UInt32, at position: Int64) -> Bool {
-                    var le = value.littleEndian
-                    return pwrite(fd, &le, 4, off_t(position)) == 4
-                }
-                guard put(UInt32(clamping: end - 8), at: 4), put(UInt32(clamping: dataBytes), at: Int64(offset + 4)) else { return nil }
-                return (end, Double(dataBytes) / Double(byteRate))
-            }
-            offset += 8 + length + (length & 1)
-        }
-        return nil
-    }
-}
-
-/// Presents a compressed pixel buffer's bytes to libavformat as a packet without copying: the
-/// packet's buffer reference retains the PixelBuffer, which returns to its pool when libav* lets go.
-enum PixelBufferPackets {
-    static func wrap(_ buffer: PixelBuffer, length: Int, into packet: UnsafeMutablePointer<AVPacket>) throws(CaptureError) {
-        // A compressed buffer has no planes: its bytes start at the storage (valid while retained).
-        guard let start = buffer.withCompressedData({ $0.baseAddress }) else {
-            throw .invalidCompressedFrame("the frame holds no bytes")
-        }
-        let base = UnsafeMutablePointer(mutating: start.assumingMemoryBound(to: UInt8.self))
-        let opaque = Unmanaged.passRetained(buffer).toOpaque()
-        guard let reference = av_buffer_create(base, buffer.allocationSize, { opaque, _ in
-            if let opaque { Unmanaged<PixelBuffer>.fromOpaque(opaque).release() }
-        }, opaque, Int32(AV_BUFFER_FLAG_READONLY)) else {
-            Unmanaged<PixelBuffer>.fromOpaque(opaque).release()
-            throw .codecFailure(operation: "av_buffer_create", code: -12, message: "out of memory")
-        }
-        packet.pointee.buf = reference
-        packet.pointee.data = base
-        packet.pointee.size = Int32(length)
     }
 }

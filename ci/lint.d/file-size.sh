@@ -6,22 +6,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 limit=500
-# Files over the limit that other branches were editing when this rule landed (issue 38): their
-# split waits for the merge. Each entry says why; delete it when the file is split. Do not add to it.
-pending=(
-    "Sources/CaptureMedia/MovieWriter.swift"          # split after the issue 38-42 merge (edited on other branches)
-    "Sources/CaptureKitTesting/Scenario.swift"        # split after the issue 38-42 merge (edited on other branches)
-)
 status=0
 while IFS= read -r -d '' file; do
     lines=$(wc -l < "$file")
     [ "$lines" -gt "$limit" ] || continue
-    for p in "${pending[@]}"; do
-        if [ "$file" = "$p" ]; then
-            echo "file-size: note: $file has $lines lines; its split is pending (see ci/lint.d/file-size.sh)"
-            continue 2
-        fi
-    done
     if head -n 8 "$file" | grep -Eq '^[[:space:]]*(//+|/\*+|\*|#)[[:space:]]*Over 500 lines because [^[:space:]]'; then
         continue
     fi
@@ -29,12 +17,5 @@ while IFS= read -r -d '' file; do
     status=1
 done < <(find Sources Simulator Tests -type f \( -name '*.swift' -o -name '*.c' -o -name '*.h' \
     -o -name '*.cpp' -o -name '*.cc' -o -name '*.hpp' \) -print0 | sort -z)
-# A pending entry whose file was split (or removed) must go, so the list only shrinks.
-for p in "${pending[@]}"; do
-    if [ ! -f "$p" ] || [ "$(wc -l < "$p")" -le "$limit" ]; then
-        echo "$p: no longer over $limit lines: remove it from \`pending\` in ci/lint.d/file-size.sh"
-        status=1
-    fi
-done
 [ $status -eq 0 ] || echo "file-size: files over $limit lines without a reason (see above)" >&2
 exit $status
