@@ -113,10 +113,12 @@ struct VividTests {
         // its sequence numbers, whose frames were due inside the 3 s; under TCG vivid's kernel thread
         // runs late and skips frames) or by the movie output (its encoder queue full). Drops are
         // counted, not hidden; a frame either way for where vivid's jittered stamps put the 3 s
-        // boundaries.
-        let reported = dropped + summary.videoFramesDroppedLate
-        #expect(frames > 0 && frames <= 76 && frames + reported >= 74 && frames + reported <= 77,
-                "ffprobe counted \(frames) frames, \(dropped) reported dropped by the device, \(summary.videoFramesDroppedLate) by the output; drops near the recording: \(near)")
+        // boundaries. The output's late drops carry no time and also count frames after the 3 s
+        // that arrived while the encoder lagged (45 such in a loaded VM run whose file held 18
+        // frames and whose device dropped the other 57): they only widen the lower bound.
+        let late = summary.videoFramesDroppedLate
+        #expect(frames > 0 && frames <= 76 && frames + dropped + late >= 74 && frames + dropped <= 77,
+                "ffprobe counted \(frames) frames, \(dropped) reported dropped by the device, \(late) by the output; drops near the recording: \(near)")
         #expect(audio["sample_rate"] as? String == "48000")
 
         var samples: [Float] = []
