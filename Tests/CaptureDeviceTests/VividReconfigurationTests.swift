@@ -8,12 +8,12 @@ import Testing
 @Suite(.serialized, .enabled(if: DeviceEnvironment.available, DeviceEnvironment.skipReason), .timeLimit(.minutes(3)))
 struct VividReconfigurationTests {
     final class Log: VideoDataOutputSampleBufferDelegate {
-        let frames = Locked<[(pts: MediaTime, width: Int)]>([])
+        let frames = Locked<[(pts: MediaTime, width: Int, sequence: Int64)]>([])
         /// PTS of the frames the output did not deliver (`didDrop`): late ones carry their own PTS,
         /// the device's gaps the PTS of the frame after them. Every one is a frame the session had.
         let dropped = Locked<[MediaTime]>([])
         func dataOutput(_ output: VideoDataOutput, didOutput sample: SampleBuffer, from connection: CaptureConnection) {
-            frames.withLock { $0.append((sample.presentationTime, sample.pixelBuffer?.width ?? 0)) }
+            frames.withLock { $0.append((sample.presentationTime, sample.pixelBuffer?.width ?? 0, sample.sequenceNumber)) }
         }
         func dataOutput(_ output: VideoDataOutput, didDrop reason: DropReason, presentationTime: MediaTime, from connection: CaptureConnection) {
             dropped.withLock { $0.append(presentationTime) }
@@ -86,21 +86,29 @@ struct VividReconfigurationTests {
         var decoded = 0
         try MediaFileReader(path: ratePath).decode(video: { _ in decoded += 1 }, audio: nil)
         #expect(decoded == times.count)
-        let origin = try #require(times.first)
+        #expect(!times.isEmpty)
         let switchAt = rateReported.seconds - (rateResult.summary.startTime ?? 0)
+        for (a, b) in zip(times, times.dropFirst()) { #expect(b > a) }
         // Spacing: vivid stamps its buffers from a kernel thread, which a TCG VM runs late (gaps of
-        // 21…89 ms were seen at 25 fps), so single gaps say little: the median gap before the
-        // reported PTS is 1/25 s and after it the new period, each within 20 %.
+        // 21…89 ms were seen at 25 fps), so single gaps say little; and under load it skips frames
+        // (a loaded run's median file gap after a change to 15 fps was 90 ms: every other frame
+        // lost), so the file's gaps say little either. The period per frame the device counted —
+        // the PTS gap over the sequence-number gap between two frames the data output got, during
+        // this recording — has its median at 1/25 s before the reported PTS and at the new period
+        // after it, each within 20 %.
+        let start = MediaTime(seconds: rateResult.summary.startTime ?? 0, preferredTimescale: 1_000_000_000)
+        let end = start + MediaTime(seconds: rateResult.summary.duration, preferredTimescale: 1_000_000_000)
+        let logged = log.frames.withLock { $0 }.filter { $0.pts >= start && $0.pts <= end }
         var before: [Double] = [], after: [Double] = []
-        for (a, b) in zip(times, times.dropFirst()) {
-            #expect(b > a)
-            if b - origin <= switchAt + 0.002 { before.append(b - a) } else { after.append(b - a) }
+        for (a, b) in zip(logged, logged.dropFirst()) where b.sequence > a.sequence {
+            let period = (b.pts - a.pts).seconds / Double(b.sequence - a.sequence)
+            if b.pts <= rateReported { before.append(period) } else { after.append(period) }
         }
         func median(_ v: [Double]) -> Double { v.isEmpty ? 0 : v.sorted()[v.count / 2] }
-        #expect(before.count >= 15 && after.count >= 10)
-        #expect(abs(median(before) - 1.0 / 25) < 0.2 / 25, "median gap before \(median(before)) s")
-        #expect(abs(median(after) - slower.seconds) < 0.2 * slower.seconds, "median gap after \(median(after)) s")
-        print("vivid rate change: 25 → \(1 / slower.seconds) fps at \(switchAt) s of the file; \(before.count) gaps before (median \(median(before)) s), \(after.count) after (median \(median(after)) s); \(times.count) frames in the file")
+        #expect(before.count >= 5 && after.count >= 5, "\(before.count) periods before the change, \(after.count) after")
+        #expect(abs(median(before) - 1.0 / 25) < 0.2 / 25, "median period before \(median(before)) s")
+        #expect(abs(median(after) - slower.seconds) < 0.2 * slower.seconds, "median period after \(median(after)) s")
+        print("vivid rate change: 25 → \(1 / slower.seconds) fps at \(switchAt) s of the file; \(before.count) periods before (median \(median(before)) s), \(after.count) after (median \(median(after)) s); \(times.count) frames in the file")
 
         // 2. A size change while recording: the file ends, complete, with stop reason configurationChanged.
         let sizePath = dir + "/size.mov"
