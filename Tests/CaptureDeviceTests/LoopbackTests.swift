@@ -21,9 +21,10 @@ extension DeviceEnvironment {
         return node
     }
 
-    /// Waits until a writer has made `node` a capture node (exclusive_caps), at most 20 s.
+    /// Waits until a writer has made `node` a capture node (exclusive_caps), at most 60 s (a
+    /// debug-built writer on a loaded host's emulated vCPU took more than 20 s to start).
     static func waitForCapture(_ node: String) throws {
-        try eventuallyBlocking("\(node) to offer capture (frames from the writer)", within: .seconds(20)) {
+        try eventuallyBlocking("\(node) to offer capture (frames from the writer)", within: .seconds(60)) {
             (try? V4L2Driver().discoverDevices())?.contains(where: { $0.uniqueID == node }) == true
         }
     }
