@@ -23,6 +23,12 @@ final class V4L2Stream: ReconfigurableStream, @unchecked Sendable {  // unchecke
     private var size: Dimensions
     private var frameDuration: MediaTime
     private let lock = NSLock()
+    /// Held by the stream thread around each `poll` of the node, and taken by `stop` before it frees
+    /// the buffers: a poll on a capture queue without buffers starts vb2's read() emulation (it
+    /// allocates and streams buffers of its own, so the next S_FMT fails with EBUSY — vivid's
+    /// "device busy", which `stop` then `start` of a session hit in the VM). So no poll may follow
+    /// the REQBUFS(0) of a stop; the stream thread checks `isStopped` under this lock first.
+    private let pollLock = NSLock()
     private let wakePipe: V4L2WakePipe?
 
     // Guarded by `lock`.
@@ -173,7 +179,14 @@ final class V4L2Stream: ReconfigurableStream, @unchecked Sendable {  // unchecke
                 throw error
             }
             lock.unlock()
-            switch system.poll(fd, wake: wakePipe, timeoutMilliseconds: 250) {
+            pollLock.lock()
+            if stoppedFlag() {
+                pollLock.unlock()
+                return nil
+            }
+            let polled = system.poll(fd, wake: wakePipe, timeoutMilliseconds: 250)
+            pollLock.unlock()
+            switch polled {
             case .woken: return nil
             case .timedOut: continue
             case .readable, .failed: break
@@ -408,6 +421,9 @@ final class V4L2Stream: ReconfigurableStream, @unchecked Sendable {  // unchecke
         isStopped = true
         lock.unlock()
         if !wasStopped, let wakePipe { system.signalWake(wakePipe) }
+        // A poll in progress returns at the wake-up; none starts after this (see `pollLock`).
+        pollLock.lock()
+        pollLock.unlock()
         teardown()
     }
 

@@ -19,32 +19,36 @@ struct AudioLoopbackTests {
 
     /// Collects a pipe's output on a thread of its own, so a test can wait for a line while the tool runs.
     final class PipeCollector: Sendable {
-        let data = Locked(Data())
-        private let done = Locked(false)
+        private let state = Locked((data: Data(), done: false))
+        /// Taken around each update and each check, so a waiter never misses a wake-up.
+        private let condition = NSCondition()
         init(_ pipe: Pipe) {
             let handle = pipe.fileHandleForReading
-            Thread { [data, done] in
+            Thread { [state, condition] in
                 while true {
                     let chunk = handle.availableData
+                    condition.lock()
+                    state.withLock { if chunk.isEmpty { $0.done = true } else { $0.data.append(chunk) } }
+                    condition.broadcast()
+                    condition.unlock()
                     if chunk.isEmpty { break }
-                    data.withLock { $0.append(chunk) }
                 }
-                done.withLock { $0 = true }
             }.start()
         }
-        var text: String { data.withLock { String(decoding: $0, as: UTF8.self) } }
-        /// Waits (up to `seconds`) until the output contains `marker`.
+        var text: String { state.withLock { String(decoding: $0.data, as: UTF8.self) } }
+        /// Waits (up to `seconds`) until the output contains `marker`: woken by each chunk read.
         func wait(for marker: String, seconds: Double = 60) -> Bool {
             let deadline = Date().addingTimeInterval(seconds)
-            while Date() < deadline {
-                if text.contains(marker) { return true }
-                usleep(20_000)
+            condition.lock(); defer { condition.unlock() }
+            while !text.contains(marker) {
+                if state.withLock({ $0.done }) || !condition.wait(until: deadline) { return text.contains(marker) }
             }
-            return false
+            return true
         }
         /// The whole output once the pipe closed (the tool exited).
         func finalText() -> String {
-            while !done.withLock({ $0 }) { usleep(10_000) }
+            condition.lock(); defer { condition.unlock() }
+            while !state.withLock({ $0.done }) { condition.wait() }
             return text
         }
     }
@@ -77,7 +81,10 @@ struct AudioLoopbackTests {
         // The writer has opened the PCM (setting the format the capture side then shares) and its
         // session runs: from here arecord hears the tone from its first sample.
         #expect(messagesPipe.wait(for: "writing sim:mic"), "capture simulate never started: \(messagesPipe.text)")
-        usleep(300_000)
+        // The writer's PCM runs (was: a fixed 0.3 s sleep).
+        try DeviceEnvironment.eventuallyBlocking("capture simulate to play into the loopback", within: .seconds(30)) {
+            DeviceEnvironment.loopbackIsPlaying
+        }
         let out = dir + "/arecord.wav"
         let r = try DeviceEnvironment.run("timeout", ["-k", "5", "40", "arecord", "-q", "-D", DeviceEnvironment.loopbackCapture,
                                                      "-f", "S16_LE", "-r", "48000", "-c", "1", "-d", "5", out])
@@ -122,13 +129,21 @@ struct AudioLoopbackTests {
                                          microphone: DeviceEnvironment.loopbackCapture, registry: registry, pace: .realtime)
         let format = try #require(recorder.microphone.activeFormat.audioFormat)
         #expect(recorder.record())
-        try await Task.sleep(for: .milliseconds(300))
+        // The recorder's capture PCM runs before the player starts (was: a fixed 0.3 s sleep).
+        try await DeviceEnvironment.eventually("the recorder to capture from the loopback", within: .seconds(30)) {
+            DeviceEnvironment.loopbackIsCapturing
+        }
         let sink = try ALSAPlaybackDevice(name: DeviceEnvironment.loopbackPlayback,
                                           format: AudioStreamFormat(sampleRate: format.sampleRate, channelCount: format.channelCount, sampleFormat: .float32))
         let player = try AudioPlayer(path: sourcePath, output: sink, pace: .realtime, audioSession: AudioSession(registry: registry, interruptionDomain: AudioInterruptionDomain()))
         #expect(player.play(), "\(String(describing: player.error))")
         await player.waitUntilStopped()  // after the card drained: the last sample has been played
-        try await Task.sleep(for: .milliseconds(500))
+        // Half a second more of the recording (its own clock, not the wall's: a slow vCPU reads
+        // late), so the loopback's tail has reached it (was: a fixed 0.5 s sleep).
+        let tail = recorder.currentTime + 0.5
+        try await DeviceEnvironment.eventually("0.5 s more of the recording after the playback", within: .seconds(30)) {
+            recorder.currentTime >= tail
+        }
         recorder.stop()
         await recorder.waitUntilFinished()
         #expect(player.error == nil)
@@ -200,7 +215,11 @@ struct AudioLoopbackTests {
         try tool.run()
         defer { if tool.isRunning { tool.terminate(); tool.waitUntilExit() } }
         try DeviceEnvironment.waitForCapture(node)
-        usleep(1_000_000)
+        // Both halves run before ffmpeg opens them: the camera node offers capture (above) and the
+        // writer plays into the loopback (was: a fixed 1 s sleep).
+        try DeviceEnvironment.eventuallyBlocking("capture simulate to play into the loopback", within: .seconds(30)) {
+            DeviceEnvironment.loopbackIsPlaying
+        }
         let movie = dir + "/ffmpeg.mkv"
         let r = try DeviceEnvironment.run("timeout", ["-k", "5", "60", "ffmpeg", "-hide_banner", "-loglevel", "error",
                                                      "-f", "v4l2", "-input_format", "yuyv422", "-i", node,

@@ -62,11 +62,14 @@ enum DeviceEnvironment {
         process.standardError = err
         try process.run()
         let errData = Locked(Data())
-        let errReader = Thread { errData.withLock { $0 = err.fileHandleForReading.readDataToEndOfFile() } }
-        errReader.start()
+        let errRead = DispatchSemaphore(value: 0)
+        Thread {
+            errData.withLock { $0 = err.fileHandleForReading.readDataToEndOfFile() }
+            errRead.signal()
+        }.start()
         let outData = out.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        while !errReader.isFinished { usleep(1000) }
+        errRead.wait()   // the reader saw end of file (the tool closed its stderr)
         return ToolResult(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
                           stderr: errData.withLock { String(decoding: $0, as: UTF8.self) })
     }
@@ -108,11 +111,64 @@ enum DeviceEnvironment {
         }
     }
 
-    /// The frames of `drops` that fall inside a recording: a drop is reported with the PTS of the
-    /// frame after the gap, so those from the first frame's PTS to the recording's end.
-    static func dropped(_ drops: [(time: Double, count: Int)], during summary: RecordingSummary) throws -> Int {
+    /// The frames of `drops` that were due inside a recording's span: from its first frame for
+    /// `limit` (its `maxRecordedDuration`). A drop of n frames is reported with the PTS t of the
+    /// frame after the gap, so its frames were due at t − k·`period`, k = 1…n. Counting the drops
+    /// reported up to the file's last frame (as this did before) misses the frames lost just before
+    /// the frame that ended the recording at its limit: that frame is not in the file and comes
+    /// after the file's end, yet the frames the gap before it lost were due inside the span.
+    static func dropped(_ drops: [(time: Double, count: Int)], during summary: RecordingSummary,
+                        limit: Double, period: Double) throws -> Int {
         guard let start = summary.startTime else { throw Failure(description: "the recording has no start time") }
-        return drops.filter { $0.time > start && $0.time <= start + summary.duration + 0.001 }.reduce(0) { $0 + $1.count }
+        return dropped(drops, from: start, limit: limit, period: period)
+    }
+
+    /// The same for a recording whose first frame is at `start`.
+    static func dropped(_ drops: [(time: Double, count: Int)], from start: Double, limit: Double, period: Double) -> Int {
+        var count = 0
+        for drop in drops {
+            for k in 1...max(1, drop.count) {
+                let due = drop.time - Double(k) * period
+                if due >= start - period / 2 && due < start + limit - period / 2 { count += 1 }
+            }
+        }
+        return count
+    }
+
+    /// Waits until `condition` holds, looking every 10 ms, until `deadline`; then throws a failure
+    /// that names what it waited for. The one deadline-bounded poll of these tests, for states that
+    /// announce themselves with no event (a recorded duration, a file on disk, a process's state).
+    static func eventually(_ what: String, until deadline: ContinuousClock.Instant,
+                           _ condition: () throws -> Bool) async throws {
+        while try !condition() {
+            guard ContinuousClock.now < deadline else { throw Failure(description: "timed out waiting for \(what)") }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    /// The same, within `timeout` from now.
+    static func eventually(_ what: String, within timeout: Duration, _ condition: () throws -> Bool) async throws {
+        try await eventually(what, until: ContinuousClock.now + timeout, condition)
+    }
+
+    /// The same, for synchronous tests: blocks the calling thread (never call it on the cooperative pool).
+    static func eventuallyBlocking(_ what: String, within timeout: Duration, _ condition: () throws -> Bool) throws {
+        let deadline = ContinuousClock.now + timeout
+        while try !condition() {
+            guard ContinuousClock.now < deadline else { throw Failure(description: "timed out waiting for \(what)") }
+            usleep(10_000)
+        }
+    }
+
+    /// Whether something plays into snd-aloop's playback side (its first substream is RUNNING):
+    /// only then does the capture side offer exactly the player's format.
+    static var loopbackIsPlaying: Bool {
+        ((try? String(contentsOfFile: "/proc/asound/Loopback/pcm0p/sub0/status", encoding: .utf8)) ?? "").contains("RUNNING")
+    }
+
+    /// Whether something captures from snd-aloop's capture side (`hw:Loopback,1,0` is RUNNING).
+    static var loopbackIsCapturing: Bool {
+        ((try? String(contentsOfFile: "/proc/asound/Loopback/pcm1c/sub0/status", encoding: .utf8)) ?? "").contains("RUNNING")
     }
 
     /// The frames of `drops` whose gap ends at a frame the file holds (a drop is reported with the

@@ -167,12 +167,7 @@ struct DiskFailureTests {
     /// Polls `condition` until it holds or `seconds` pass (the watchdog); returns whether it held.
     @discardableResult
     private func wait(seconds: Double, _ condition: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while !condition() {
-            if Date() > deadline { return false }
-            usleep(20_000)
-        }
-        return true
+        (try? DeviceEnvironment.eventuallyBlocking("the condition", within: .milliseconds(Int(seconds * 1000)), condition)) != nil
     }
 
     /// Stops the session on another thread under a watchdog: a stuck writer would hang it.

@@ -21,13 +21,12 @@ extension DeviceEnvironment {
         return node
     }
 
-    /// Waits until a writer has made `node` a capture node (exclusive_caps), at most 20 s.
+    /// Waits until a writer has made `node` a capture node (exclusive_caps), at most 60 s (a
+    /// debug-built writer on a loaded host's emulated vCPU took more than 20 s to start).
     static func waitForCapture(_ node: String) throws {
-        for _ in 0..<200 {
-            if (try? V4L2Driver().discoverDevices())?.contains(where: { $0.uniqueID == node }) == true { return }
-            usleep(100_000)
+        try eventuallyBlocking("\(node) to offer capture (frames from the writer)", within: .seconds(60)) {
+            (try? V4L2Driver().discoverDevices())?.contains(where: { $0.uniqueID == node }) == true
         }
-        throw Failure(description: "\(node) never offered capture: no frames arrived from the writer")
     }
 
     /// The frame-index stamps of raw 8-bit grey frames (ffmpeg's `-pix_fmt gray` output).
@@ -252,9 +251,12 @@ struct LoopbackTests {
     static func record(_ movie: MovieFileOutput, to path: String, whileWriting writer: Writer, frames: Int) async throws -> RecordingSummary {
         let target = writer.output.statistics.framesWritten + frames
         let stopper = Task {
-            for _ in 0..<2400 where writer.output.statistics.framesWritten < target {
-                try await Task.sleep(nanoseconds: 50_000_000)
+            // Stops at the target, or after 120 s (the recording then holds fewer frames and the
+            // caller's count fails, naming them).
+            try? await DeviceEnvironment.eventually("the writer's \(frames) frames", within: .seconds(120)) {
+                writer.output.statistics.framesWritten >= target
             }
+            try Task.checkCancellation()
             movie.stopRecording()
         }
         defer { stopper.cancel() }
@@ -264,12 +266,10 @@ struct LoopbackTests {
     /// Polls /proc/self/fd until no descriptor of this process points at `node` (at most 30 s).
     static func waitUntilClosed(_ node: String) throws {
         let target = URL(fileURLWithPath: node).resolvingSymlinksInPath().path
-        for _ in 0..<300 {
+        try DeviceEnvironment.eventuallyBlocking("this process to close \(node) after its last use", within: .seconds(30)) {
             let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
-            if !fds.contains(where: { (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0)) == target }) { return }
-            usleep(100_000)
+            return !fds.contains(where: { (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0)) == target })
         }
-        throw DeviceEnvironment.Failure(description: "this process still holds \(node) open 30 s after its last use")
     }
 
     static func checkMJPEGCopy(_ summary: RecordingSummary, path: String) throws {

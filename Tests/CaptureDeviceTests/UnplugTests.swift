@@ -34,17 +34,17 @@ struct UnplugTests {
         try session.startRunning()
         let path = dir + "/unplugged.mp4"
         let recording = Task { try await movie.record(to: path) }
-        // Unplug once a second of video is in the file. (Sleep with Task.sleep: the VM has one core,
-        // so blocking this task would starve the recording task on the cooperative pool.)
-        var ticks = 0
-        while movie.recordedDuration.seconds < 1, ticks < 300 { try await Task.sleep(nanoseconds: 100_000_000); ticks += 1 }
+        // Unplug once a second of video is in the file. (An async wait: the VM has one core, so
+        // blocking this task would starve the recording task on the cooperative pool.)
+        let waitStart = ContinuousClock.now
+        try await DeviceEnvironment.eventually("a second of video in the file", within: .seconds(30)) { movie.recordedDuration.seconds >= 1 }
+        let ticks = ContinuousClock.now - waitStart
         // Unplug through a second client of the same node: vivid's "disconnect" button.
         try V4L2Driver().openDevice(uniqueID: node).setValue(.bool(true), for: .custom("disconnect"))
-        var waited = 0
-        while errors.withLock({ $0.isEmpty }) && waited < 100 { try await Task.sleep(nanoseconds: 100_000_000); waited += 1 }
+        try await DeviceEnvironment.eventually("the session's runtime error after the unplug", within: .seconds(10)) { !errors.withLock { $0.isEmpty } }
         session.stopRunning()
         let outcome = await recording.result
-        print("unplug: recording ended with \(outcome); session errors \(errors.withLock { $0 }); waited \(ticks) ticks")
+        print("unplug: recording ended with \(outcome); session errors \(errors.withLock { $0 }); waited \(ticks) for the first second")
         watcher.cancel()
         #expect(errors.withLock { $0 }.contains(.deviceDisconnected(node)))
         #expect(registry.driverEvents.hasDisconnected(deviceID: node))

@@ -54,7 +54,10 @@ struct VividTests {
         try DeviceEnvironment.writeTone(seconds: 12, to: dir + "/tone.wav")
         let player = try DeviceEnvironment.launch("aplay", ["-q", "-D", DeviceEnvironment.loopbackPlayback, dir + "/tone.wav"])
         defer { if player.isRunning { player.terminate() }; player.waitUntilExit() }
-        usleep(300_000)
+        // The loopback offers the player's format once the player runs (was: a fixed 0.3 s sleep).
+        try await DeviceEnvironment.eventually("aplay to start playing into the loopback", within: .seconds(30)) {
+            DeviceEnvironment.loopbackIsPlaying
+        }
 
         let registry = CaptureKit.makeRegistry()
         let camera = try DeviceEnvironment.device(registry, node)
@@ -92,21 +95,30 @@ struct VividTests {
         let droppedInSession = registry.driverEvents.droppedCount(deviceID: node)
         dropLog.cancel()
         let drops = await dropLog.value
-        // Those inside the recording, not the session's warm-up or tail.
-        let dropped = try DeviceEnvironment.dropped(drops, during: summary)
+        // Those due inside the recording's 3 s, not the session's warm-up or tail.
+        let period = 1.0 / 25
+        let dropped = try DeviceEnvironment.dropped(drops, during: summary, limit: 3, period: period)
+        let start = summary.startTime ?? 0
+        let near = drops.filter { $0.time > start - 0.2 && $0.time < start + 3.3 }.map { "\(String(format: "%.3f", $0.time - start))×\($0.count)" }
         print("vivid recording: \(summary.videoFrames) frames, \(summary.audioSamples) audio samples, \(summary.duration) s, "
-              + "\(dropped) frames dropped by the device during the recording (\(droppedInSession) in the whole session)")
+              + "\(dropped) frames dropped by the device during the recording (\(droppedInSession) in the whole session; "
+              + "drops at [s from the start]×count: \(near)), \(summary.videoFramesDroppedLate) dropped late by the output")
 
         let streams = try DeviceEnvironment.probe(path)
         let video = try #require(streams.first { $0["codec_type"] as? String == "video" })
         let audio = try #require(streams.first { $0["codec_type"] as? String == "audio" })
         #expect(video["width"] as? Int == 640 && video["height"] as? Int == 480)
         let frames = Int(video["nb_read_frames"] as? String ?? "") ?? -1
-        // Every frame of the 75 is either in the file or reported dropped by the device during the
-        // recording (under TCG the debug-built capture path cannot always keep up with 25 fps;
-        // drops are counted, not hidden); a frame either way for where the 3 s boundaries fall.
-        #expect(frames > 0 && frames <= 76 && frames + dropped >= 74 && frames + dropped <= 77,
-                "ffprobe counted \(frames) frames, \(dropped) reported dropped")
+        // Every frame of the 75 is either in the file or reported dropped: by the device (a gap in
+        // its sequence numbers, whose frames were due inside the 3 s; under TCG vivid's kernel thread
+        // runs late and skips frames) or by the movie output (its encoder queue full). Drops are
+        // counted, not hidden; a frame either way for where vivid's jittered stamps put the 3 s
+        // boundaries. The output's late drops carry no time and also count frames after the 3 s
+        // that arrived while the encoder lagged (45 such in a loaded VM run whose file held 18
+        // frames and whose device dropped the other 57): they only widen the lower bound.
+        let late = summary.videoFramesDroppedLate
+        #expect(frames > 0 && frames <= 76 && frames + dropped + late >= 74 && frames + dropped <= 77,
+                "ffprobe counted \(frames) frames, \(dropped) reported dropped by the device, \(late) by the output; drops near the recording: \(near)")
         #expect(audio["sample_rate"] as? String == "48000")
 
         var samples: [Float] = []

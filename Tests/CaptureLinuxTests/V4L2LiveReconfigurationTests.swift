@@ -97,3 +97,95 @@ import Testing
         print("V4L2 restart: \(before.count) frames of 640x480, \(after.count) of 320x240 from \(reported.seconds) s, \(log.dropped.withLock { $0.count }) reported lost")
     }
 }
+
+/// The VM flake of `VividReconfigurationTests` (the first frame delivered at or after a size
+/// change came 1.75 ms after the reported PTS): the reported PTS is the first frame of the change,
+/// but in real time a data output drops a frame that arrives while its delegate is still busy
+/// (`alwaysDiscardsLateVideoFrames`), so that frame may reach `didDrop`, not `didOutput`. Made
+/// certain here by holding the delegate busy across the change: the claim "the first frame
+/// delivered at or after the reported PTS is at it" fails; "the first frame delivered or dropped"
+/// holds.
+@Suite struct V4L2ReportedFrameDroppedLateTests {
+    final class HeldLog: VideoDataOutputSampleBufferDelegate {
+        let frames = Locked<[(pts: MediaTime, width: Int)]>([])
+        let dropped = Locked<[MediaTime]>([])
+        /// While set, a callback that starts waits for `release`; `isHeld` says one is waiting.
+        let hold = Locked(false)
+        let isHeld = Locked(false)
+        let release = DispatchSemaphore(value: 0)
+        func dataOutput(_ output: VideoDataOutput, didOutput sample: SampleBuffer, from connection: CaptureConnection) {
+            frames.withLock { $0.append((sample.presentationTime, sample.pixelBuffer?.width ?? 0)) }
+            if hold.withLock({ $0 }) {
+                isHeld.withLock { $0 = true }
+                release.wait()
+                isHeld.withLock { $0 = false }
+            }
+        }
+        func dataOutput(_ output: VideoDataOutput, didDrop reason: DropReason, presentationTime: MediaTime, from connection: CaptureConnection) {
+            dropped.withLock { $0.append(presentationTime) }
+        }
+    }
+
+    /// A deadline-bounded wait that fails naming what it waited for.
+    static func eventually(_ what: String, within seconds: Int = 30, _ condition: () -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while !condition() {
+            guard ContinuousClock.now < deadline else {
+                Issue.record("timed out waiting for \(what)")
+                throw CancellationError()
+            }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
+    @Test(.timeLimit(.minutes(2))) func theFrameAtTheReportedPTSIsDroppedLateWhileTheDelegateIsBusy() async throws {
+        let registry = DeviceRegistry(drivers: [V4L2Driver(system: FakeCamera.live(fps: 30))])
+        let camera = try registry.device(uniqueID: "/dev/video0")
+        let vga = try #require(camera.format(matching: Dimensions(width: 640, height: 480), frameRate: 30, pixelFormat: .yuyv))
+        let small = try #require(camera.format(matching: Dimensions(width: 320, height: 240), frameRate: 30, pixelFormat: .yuyv))
+        try camera.lockForConfiguration()
+        try camera.setActiveFormat(vga)
+        camera.unlockForConfiguration()
+        let session = CaptureSession(pace: .realtime)
+        try session.setSessionPreset(.inputPriority)
+        try session.addInput(CaptureDeviceInput(device: camera))
+        let log = HeldLog()
+        let data = VideoDataOutput()   // alwaysDiscardsLateVideoFrames: true, AVFoundation's default
+        let queue = DispatchQueue(label: "v4l2-held")
+        data.setSampleBufferDelegate(log, queue: queue)
+        try session.addOutput(data)
+        try session.startRunning()
+        defer {
+            log.hold.withLock { $0 = false }
+            log.release.signal()
+            session.stopRunning()
+        }
+        try await Self.eventually("3 delivered frames") { log.frames.withLock { $0.count } >= 3 }
+        // The delegate is busy (held in a callback) from before the change until after its frame.
+        log.hold.withLock { $0 = true }
+        try await Self.eventually("the delegate to be held in a callback") { log.isHeld.withLock { $0 } }
+        let reported = Locked<MediaTime?>(nil)
+        try camera.lockForConfiguration()
+        try camera.setActiveFormat(small) { pts in reported.withLock { $0 = pts } }
+        camera.unlockForConfiguration()
+        try await Self.eventually("the size change's first frame") { reported.withLock { $0 } != nil }
+        let at = try #require(reported.withLock { $0 })
+        // Its `didDrop` waits behind the held callback on the delegate's queue; the output's count
+        // does not. Two more late drops: the reported frame's, and the next one's after it.
+        let lateBefore = data.droppedFrameCounts[.lateData] ?? 0
+        try await Self.eventually("two frames dropped late after the change") { (data.droppedFrameCounts[.lateData] ?? 0) >= lateBefore + 2 }
+        log.hold.withLock { $0 = false }
+        log.release.signal()
+        try await Self.eventually("a delivered frame of the new size") { log.frames.withLock { $0.contains { $0.pts > at } } }
+        session.stopRunning()
+        queue.sync {}
+        let frames = log.frames.withLock { $0 }, dropped = log.dropped.withLock { $0 }
+        // The old claim of VividReconfigurationTests fails: the first delivered frame is a later one.
+        let firstDelivered = try #require(frames.first { $0.pts >= at })
+        #expect(firstDelivered.pts > at && firstDelivered.width == 320)
+        #expect(!frames.contains { $0.pts == at })
+        // The claim it makes now holds: delivered or dropped, the first frame at or after it is at it.
+        #expect((frames.map(\.pts) + dropped).filter { $0 >= at }.min() == at)
+        #expect(frames.filter { $0.pts < at }.allSatisfy { $0.width == 640 } && frames.filter { $0.pts >= at }.allSatisfy { $0.width == 320 })
+    }
+}
