@@ -126,18 +126,6 @@ import Testing
         }
     }
 
-    /// A deadline-bounded wait that fails naming what it waited for.
-    static func eventually(_ what: String, within seconds: Int = 30, _ condition: () -> Bool) async throws {
-        let deadline = ContinuousClock.now + .seconds(seconds)
-        while !condition() {
-            guard ContinuousClock.now < deadline else {
-                Issue.record("timed out waiting for \(what)")
-                throw CancellationError()
-            }
-            try await Task.sleep(for: .milliseconds(5))
-        }
-    }
-
     @Test(.timeLimit(.minutes(2))) func theFrameAtTheReportedPTSIsDroppedLateWhileTheDelegateIsBusy() async throws {
         let registry = DeviceRegistry(drivers: [V4L2Driver(system: FakeCamera.live(fps: 30))])
         let camera = try registry.device(uniqueID: "/dev/video0")
@@ -160,23 +148,23 @@ import Testing
             log.release.signal()
             session.stopRunning()
         }
-        try await Self.eventually("3 delivered frames") { log.frames.withLock { $0.count } >= 3 }
+        try await eventually("3 delivered frames") { log.frames.withLock { $0.count } >= 3 }
         // The delegate is busy (held in a callback) from before the change until after its frame.
         log.hold.withLock { $0 = true }
-        try await Self.eventually("the delegate to be held in a callback") { log.isHeld.withLock { $0 } }
+        try await eventually("the delegate to be held in a callback") { log.isHeld.withLock { $0 } }
         let reported = Locked<MediaTime?>(nil)
         try camera.lockForConfiguration()
         try camera.setActiveFormat(small) { pts in reported.withLock { $0 = pts } }
         camera.unlockForConfiguration()
-        try await Self.eventually("the size change's first frame") { reported.withLock { $0 } != nil }
+        try await eventually("the size change's first frame") { reported.withLock { $0 } != nil }
         let at = try #require(reported.withLock { $0 })
         // Its `didDrop` waits behind the held callback on the delegate's queue; the output's count
         // does not. Two more late drops: the reported frame's, and the next one's after it.
         let lateBefore = data.droppedFrameCounts[.lateData] ?? 0
-        try await Self.eventually("two frames dropped late after the change") { (data.droppedFrameCounts[.lateData] ?? 0) >= lateBefore + 2 }
+        try await eventually("two frames dropped late after the change") { (data.droppedFrameCounts[.lateData] ?? 0) >= lateBefore + 2 }
         log.hold.withLock { $0 = false }
         log.release.signal()
-        try await Self.eventually("a delivered frame of the new size") { log.frames.withLock { $0.contains { $0.pts > at } } }
+        try await eventually("a delivered frame of the new size") { log.frames.withLock { $0.contains { $0.pts > at } } }
         session.stopRunning()
         queue.sync {}
         let frames = log.frames.withLock { $0 }, dropped = log.dropped.withLock { $0 }

@@ -1,4 +1,5 @@
 import CaptureKit
+import CaptureKitTesting
 import Foundation
 import Testing
 @testable import CaptureV4L2
@@ -21,10 +22,8 @@ import Testing
         try session.setSessionPreset(.inputPriority)
         try session.addInput(CaptureDeviceInput(device: camera))
         try session.startRunning()
-        let deadline = ContinuousClock.now + .seconds(30)
-        while fake.trace.filter({ $0.call == .dequeueBuffer && $0.error == nil }).count < 3 {
-            guard ContinuousClock.now < deadline else { Issue.record("no frames"); return }
-            try await Task.sleep(for: .milliseconds(5))
+        try await eventually("three frames dequeued", timeout: .seconds(30)) {
+            fake.trace.filter({ $0.call == .dequeueBuffer && $0.error == nil }).count >= 3
         }
         // The stream thread's next poll waits at its start (up to 1 s) for the buffers to be freed,
         // as a thread preempted between its stop check and poll(); the stop comes while it waits.
@@ -36,10 +35,7 @@ import Testing
                 _ = freed.wait(timeout: .now() + 1)
             }
         }
-        while !entered.withLock({ $0 }) {
-            guard ContinuousClock.now < deadline else { Issue.record("the stream thread never polled"); return }
-            try await Task.sleep(for: .milliseconds(1))
-        }
+        try await eventually("the stream thread to poll", timeout: .seconds(30)) { entered.withLock { $0 } }
         session.stopRunning()
         fake.beforePoll.withLock { $0 = nil }
         let emulation = fake.trace.filter { $0.call == .poll && $0.detail.contains("read() emulation") }
