@@ -88,7 +88,7 @@ private struct Rig {
 
 private func seconds(_ s: Double) -> MediaTime { MediaTime(seconds: s, preferredTimescale: 1_000_000) }
 
-@Suite(.timeLimit(.minutes(5))) struct FaultTimelineTests {
+@Suite(.timeLimit(.minutes(10))) struct FaultTimelineTests {
     // MARK: Video
 
     @Test func dropFramesLosesExactlyThoseFramesAndReportsTheGap() async throws {

@@ -22,10 +22,12 @@ import Testing
         let dir = try TestSupport.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let path = dir + "/signalled.mp4"
-        // Virtual pace and an hour: still recording when the signal lands, however loaded the
-        // machine. Unfragmented (--fragment-interval 0): only a finished file has its index and plays.
+        // Real-time pace and an hour: still recording when the signal lands, however loaded the
+        // machine, and using a frame period's work per frame meanwhile (a virtual-pace hour would
+        // encode flat out on both cores while this test waits for its turn). Unfragmented
+        // (--fragment-interval 0): only a finished file has its index and plays.
         let tool = try CaptureToolProcess(["record", "--camera", "sim:back", "--microphone", "sim:mic", "--duration", "3600",
-                                           "--size", "640x480", "--pace", "virtual", "--fragment-interval", "0",
+                                           "--size", "640x480", "--pace", "realtime", "--fragment-interval", "0",
                                            "--preset", "ultrafast", "--progress", "--json", path])
         try await tool.waitForStderrLine("'capture: recording to …'") { $0.hasPrefix("capture: recording to ") }
         // A status line (one a second) counting 10 frames or more: both tracks have media by then.

@@ -23,7 +23,9 @@ import Testing
         #expect(later.map { $0[2] }.max()! <= base[2] * 105 / 100, "heap in use (kB) by minute: \(rows.map { $0[2] })")
         #expect(later.map { $0[1] }.max()! <= base[1] * 110 / 100, "RSS (kB) by minute: \(rows.map { $0[1] })")
         #expect(later.map { $0[3] }.max()! <= base[3] + 1, "open fds by minute: \(rows.map { $0[3] })")
-        #expect(later.map { $0[4] }.max()! <= base[4] + 1, "threads by minute: \(rows.map { $0[4] })")
+        // Dispatch adds worker threads while its queues are busy and retires them when idle, so a
+        // sample on a loaded machine can catch two or three more; a leak grows minute by minute.
+        #expect(later.map { $0[4] }.max()! <= base[4] + 3, "threads by minute: \(rows.map { $0[4] })")
         #expect((rows.last?[6] ?? 0) >= 30, "a photo every 10 s")
         // Every file it wrote decodes cleanly.
         let files = try FileManager.default.contentsOfDirectory(atPath: dir).filter { $0.hasSuffix(".mp4") }
