@@ -27,7 +27,20 @@ import Testing
         let ms: Int64 = 1_000_000
         var frames = (0..<30).map { FakeCamera.Frame(sequence: UInt32($0), timestampNs: 1_000 * ms + Int64($0) * 40 * ms, fill: UInt8(16 + $0)) }
         frames[5].timestampNs = frames[4].timestampNs + 1_750_000   // a burst: 1.75 ms after frame 4
-        let registry = DeviceRegistry(drivers: [V4L2Driver(system: FakeCamera(frames: frames))])
+        // Scripted frames are dequeued as fast as the stream thread polls: hold its first poll until
+        // the recording is armed, or they could all be gone before it (then no frame past 0.5 s
+        // would ever end the recording).
+        let fake = FakeCamera(frames: frames)
+        let armed = DispatchSemaphore(value: 0)
+        let released = Locked(false)
+        fake.beforePoll.withLock {
+            $0 = {
+                guard !released.withLock({ $0 }) else { return }
+                _ = armed.wait(timeout: .now() + 30)
+                released.withLock { $0 = true }
+            }
+        }
+        let registry = DeviceRegistry(drivers: [V4L2Driver(system: fake)])
         let camera = try registry.device(uniqueID: "/dev/video0")
         let vga = try #require(camera.format(matching: Dimensions(width: 640, height: 480), frameRate: 25, pixelFormat: .yuyv)
                                ?? camera.format(matching: Dimensions(width: 640, height: 480), frameRate: 30, pixelFormat: .yuyv))
@@ -47,6 +60,14 @@ import Testing
         defer { session.stopRunning() }
         let path = NSTemporaryDirectory() + "capturekit-jitter-\(UUID().uuidString).mp4"
         defer { try? FileManager.default.removeItem(atPath: path) }
+        // A hang guard: a recording that never reaches its limit is stopped (and the checks below
+        // fail) instead of keeping the test waiting for ever.
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(60))
+            movie.stopRecording()
+        }
+        defer { watchdog.cancel() }
+        armed.signal()
         let summary = try await movie.record(to: path)
         #expect(summary.fileIsUsable && summary.videoFrames >= 10)
         // The old check: ffmpeg re-times to the nominal rate and complains about the close pair.
